@@ -1,0 +1,186 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parse as parseDotenv } from 'dotenv';
+import { z } from 'zod';
+import { ProxyError } from './errors';
+import { nameProblem } from './names';
+
+const nonBlank = z.string().trim().min(1, 'expected a non-empty string');
+
+const stdioServerSchema = z.strictObject({
+  command: nonBlank,
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+});
+
+const urlServerSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }),
+});
+
+const serverSchema = z.unknown().transform((value, context) => {
+  const isObject = typeof value === 'object' && value !== null && !Array.isArray(value);
+  const hasCommand = isObject && 'command' in value;
+  const hasUrl = isObject && 'url' in value;
+  if (hasCommand === hasUrl) {
+    context.addIssue({
+      code: 'custom',
+      message: 'expected exactly one of "command" (stdio) or "url" (Streamable HTTP)',
+    });
+    return z.NEVER;
+  }
+  const parsed = (hasCommand ? stdioServerSchema : urlServerSchema).safeParse(value);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) context.addIssue({ ...issue, code: 'custom', path: issue.path });
+    return z.NEVER;
+  }
+  return parsed.data;
+});
+
+const patternList = z.array(nonBlank).default([]);
+
+const filtersSchema = z.strictObject({
+  similarity_threshold: z.number().min(0).max(1).optional(),
+  access_control: z
+    .strictObject({ deny: patternList, deny_patterns: patternList, allow_servers: z.array(nonBlank).optional() })
+    .optional(),
+  load_control: z
+    .strictObject({
+      deny_names: patternList,
+      deny_name_patterns: patternList,
+      deny_url_patterns: patternList,
+      allow_url_patterns: patternList,
+    })
+    .optional(),
+  rego_policy: nonBlank.optional(),
+});
+
+const configSchema = z.strictObject({
+  mcpServers: z.record(
+    z.string().refine((name) => !nameProblem(name), { error: (issue) => nameProblem(String(issue.input)) ?? '' }),
+    serverSchema,
+  ),
+  filters: filtersSchema.default({}),
+});
+
+/** A stdio downstream as configured. */
+export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
+/** A Streamable HTTP downstream as configured. */
+export type UrlServerConfig = z.infer<typeof urlServerSchema>;
+/** One configured downstream server. */
+export type ServerConfig = StdioServerConfig | UrlServerConfig;
+/** The `filters` block. */
+export type FiltersConfig = z.infer<typeof filtersSchema>;
+
+/** A validated search-mode config with every relative path resolved against its folder. */
+export interface ProxyConfig {
+  /** Absolute path of the file it came from. */
+  readonly path: string;
+  readonly servers: Readonly<Record<string, ServerConfig>>;
+  readonly filters: FiltersConfig;
+}
+
+/** Where the config file is looked for when no `--config` is given (SPEC §3.1), in order. */
+export function defaultConfigPaths(
+  options: { home?: string; platform?: NodeJS.Platform; cwd?: string } = {},
+): string[] {
+  const home = options.home ?? homedir();
+  const paths: string[] = [];
+  if ((options.platform ?? process.platform) === 'darwin') {
+    paths.push(join(home, 'Library', 'Application Support', 'extensible-mcp', 'config.json'));
+  }
+  paths.push(join(home, '.config', 'extensible-mcp', 'config.json'), resolve(options.cwd ?? '.', 'config.json'));
+  return paths;
+}
+
+/**
+ * Picks the config file: the explicit flag, then `EXTENSIBLE_MCP_CONFIG`, then the first default
+ * location that exists. An explicit path that does not exist is an error, never a silent fallback.
+ */
+export function resolveConfigPath(options: { flag?: string; env?: string; candidates?: string[] }): string {
+  const explicit = options.flag ?? options.env;
+  if (explicit !== undefined) {
+    const path = resolve(explicit);
+    if (!existsSync(path)) {
+      const source = options.flag !== undefined ? '--config' : 'EXTENSIBLE_MCP_CONFIG';
+      throw new ProxyError('config-not-found', `${path}: config file not found (given by ${source}).`);
+    }
+    return path;
+  }
+  const found = (options.candidates ?? defaultConfigPaths()).find((path) => existsSync(path));
+  if (!found) {
+    throw new ProxyError(
+      'config-not-found',
+      `No config file found. Pass --config, set EXTENSIBLE_MCP_CONFIG, or create one of: ${(options.candidates ?? defaultConfigPaths()).join(', ')}.`,
+    );
+  }
+  return found;
+}
+
+/** Renders a zod issue path as a JSON path (`mcpServers.github.url`). */
+function jsonPath(path: readonly PropertyKey[]): string {
+  return path.length === 0 ? '(root)' : path.map(String).join('.');
+}
+
+/**
+ * Reads and validates a search-mode config. Errors name the file, the JSON path and what was
+ * expected. Stdio `env` values that are exactly `$NAME` resolve from a `.env` beside the config
+ * first, then from `environment`.
+ */
+export function loadConfig(path: string, environment: Readonly<Record<string, string | undefined>> = {}): ProxyConfig {
+  const absolute = resolve(path);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(absolute, 'utf8'));
+  } catch (error) {
+    const reason = error instanceof SyntaxError ? `invalid JSON (${error.message})` : 'cannot be read';
+    throw new ProxyError('config-invalid', `${absolute}: ${reason}.`, { cause: error });
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${jsonPath(issue.path)}: ${issue.message}`);
+    throw new ProxyError('config-invalid', `${absolute}: invalid config:\n${lines.join('\n')}`);
+  }
+  const folder = dirname(absolute);
+  const dotenvPath = join(folder, '.env');
+  const dotenv = existsSync(dotenvPath) ? parseDotenv(readFileSync(dotenvPath)) : {};
+  const servers: Record<string, ServerConfig> = {};
+  for (const [name, server] of Object.entries(parsed.data.mcpServers)) {
+    servers[name] =
+      'command' in server ? resolveStdioEnv({ name, server, dotenv, environment, file: absolute }) : server;
+  }
+  const { rego_policy, ...filters } = parsed.data.filters;
+  return {
+    path: absolute,
+    servers,
+    filters: rego_policy === undefined ? filters : { ...filters, rego_policy: resolve(folder, rego_policy) },
+  };
+}
+
+function resolveStdioEnv(options: {
+  name: string;
+  server: StdioServerConfig;
+  dotenv: Record<string, string>;
+  environment: Readonly<Record<string, string | undefined>>;
+  file: string;
+}): StdioServerConfig {
+  const { server } = options;
+  if (!server.env) return server;
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(server.env)) {
+    const reference = /^\$([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)?.[1];
+    if (reference === undefined) {
+      env[key] = value;
+      continue;
+    }
+    const resolved = options.dotenv[reference] ?? options.environment[reference];
+    if (resolved === undefined) {
+      throw new ProxyError(
+        'config-invalid',
+        `${options.file}: mcpServers.${options.name}.env.${key}: $${reference} is not set in the .env beside the config nor in the environment.`,
+      );
+    }
+    env[key] = resolved;
+  }
+  return { ...server, env };
+}

@@ -1,0 +1,241 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  type CallToolResult,
+  ErrorCode,
+  McpError,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { ProxyError } from './errors';
+
+/** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
+export interface LinkableServer {
+  connect(transport: Transport): Promise<void>;
+}
+
+/** How to reach a downstream server. */
+export type DownstreamSpec =
+  | {
+      readonly kind: 'stdio';
+      readonly command: string;
+      readonly args?: readonly string[];
+      readonly env?: Readonly<Record<string, string>>;
+    }
+  | {
+      readonly kind: 'http';
+      readonly url: string;
+      /** Read on every (re)connection, so rotated credentials apply without a restart. */
+      readonly headers?: () => Record<string, string>;
+    }
+  | { readonly kind: 'in-process'; readonly server: LinkableServer };
+
+/** How a downstream came to be admitted: facts the proxy controls, never the server's own claims. */
+export type Admission = 'config' | 'runtime' | 'in-process';
+
+/** What a {@link Downstream} needs from its owner. */
+export interface DownstreamOptions {
+  readonly name: string;
+  readonly spec: DownstreamSpec;
+  readonly admission: Admission;
+  /** Per-call timeout. */
+  readonly callTimeoutMs: number;
+  /** Called with the full tool list after every (re)connection and `list_changed`. */
+  readonly onTools: (tools: Tool[]) => void;
+  readonly log: (line: string) => void;
+}
+
+/**
+ * `fetch` that never follows a redirect: a redirect could carry a bearer token to another host
+ * (SPEC §3.2, §3.9). A 3xx answer becomes an error naming where it pointed.
+ */
+export async function fetchWithoutRedirects(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, { ...init, redirect: 'manual' });
+  if (response.type === 'opaqueredirect' || (response.status >= 300 && response.status < 400)) {
+    const location = response.headers.get('location');
+    const target = location
+      ? new URL(location, String(input instanceof Request ? input.url : input)).href
+      : 'elsewhere';
+    throw new ProxyError(
+      'downstream-redirect',
+      `The server answered with a redirect (HTTP ${response.status}) to ${target}; redirects are never followed. Use that URL directly if it is trusted.`,
+    );
+  }
+  return response;
+}
+
+function isConnectionLost(error: unknown): boolean {
+  return error instanceof McpError && error.code === ErrorCode.ConnectionClosed;
+}
+
+function describe(error: unknown): string {
+  if (error instanceof ProxyError) return error.message;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/**
+ * One downstream MCP server: connects, lists its tools, calls them with a timeout, re-lists on
+ * `list_changed`, and restarts a dead stdio child once on the next call.
+ */
+export class Downstream {
+  readonly name: string;
+  readonly spec: DownstreamSpec;
+  readonly admission: Admission;
+  readonly #options: DownstreamOptions;
+  #client: Client | undefined;
+  #connecting: Promise<Client> | undefined;
+  #closedByUs = false;
+
+  constructor(options: DownstreamOptions) {
+    this.name = options.name;
+    this.spec = options.spec;
+    this.admission = options.admission;
+    this.#options = options;
+  }
+
+  /** The URL it was connected at, for HTTP downstreams. */
+  get url(): string | undefined {
+    return this.spec.kind === 'http' ? this.spec.url : undefined;
+  }
+
+  /** Whether the connection is currently up. */
+  get connected(): boolean {
+    return this.#client !== undefined;
+  }
+
+  /** Connects (if not connected) and reports the tools. Concurrent callers share one attempt. */
+  connect(): Promise<Client> {
+    if (this.#client) return Promise.resolve(this.#client);
+    this.#connecting ??= this.#open().finally(() => {
+      this.#connecting = undefined;
+    });
+    return this.#connecting;
+  }
+
+  async #open(): Promise<Client> {
+    const client = new Client({ name: 'extensible-mcp', version: '0.1.0' });
+    const transport = this.#transport();
+    client.onclose = () => {
+      if (this.#client === client) this.#client = undefined;
+      if (!this.#closedByUs) this.#options.log(`server "${this.name}": connection closed`);
+    };
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      try {
+        this.#options.onTools(await this.#listTools(client));
+        this.#options.log(`server "${this.name}": tool list changed, re-indexed`);
+      } catch (error) {
+        this.#options.log(`server "${this.name}": re-listing tools failed: ${describe(error)}`);
+      }
+    });
+    try {
+      await client.connect(transport, { timeout: this.#options.callTimeoutMs });
+      const tools = await this.#listTools(client);
+      this.#client = client;
+      this.#options.onTools(tools);
+      return client;
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      if (error instanceof ProxyError) throw error;
+      throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${describe(error)}`, {
+        cause: error,
+      });
+    }
+  }
+
+  #transport(): Transport {
+    const { spec } = this;
+    switch (spec.kind) {
+      case 'stdio': {
+        const transport = new StdioClientTransport({
+          command: spec.command,
+          args: [...(spec.args ?? [])],
+          ...(spec.env && { env: { ...spec.env } }),
+          stderr: 'pipe',
+        });
+        transport.stderr?.on('data', (chunk: Buffer) => {
+          for (const line of chunk.toString('utf8').split('\n')) {
+            if (line.trim()) this.#options.log(`server "${this.name}" stderr: ${line.trimEnd()}`);
+          }
+        });
+        return transport;
+      }
+      case 'http':
+        return new StreamableHTTPClientTransport(new URL(spec.url), {
+          fetch: fetchWithoutRedirects,
+          requestInit: { headers: spec.headers?.() ?? {} },
+        });
+      case 'in-process': {
+        const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+        // The server side is linked before the client starts talking.
+        void spec.server.connect(serverSide);
+        return clientSide;
+      }
+    }
+  }
+
+  async #listTools(client: Client): Promise<Tool[]> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor }, {
+        timeout: this.#options.callTimeoutMs,
+      });
+      tools.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    return tools;
+  }
+
+  /**
+   * Calls `tool` with a timeout. A stdio child found dead, before or during the call, is
+   * restarted once (re-indexed) and the call retried once; a hung server yields a clear error.
+   */
+  async call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+    const restartable = this.spec.kind === 'stdio';
+    const wasConnected = this.connected;
+    const client = await this.connect();
+    try {
+      return await this.#callOnce(client, tool, args);
+    } catch (error) {
+      if (!(restartable && wasConnected && isConnectionLost(error))) throw this.#translate(error, tool);
+      this.#options.log(`server "${this.name}": connection lost during a call; restarting it once`);
+      return this.#callOnce(await this.connect(), tool, args).catch((retryError: unknown) => {
+        throw this.#translate(retryError, tool);
+      });
+    }
+  }
+
+  async #callOnce(client: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+    const result = await client.callTool({ name: tool, arguments: args }, undefined, {
+      timeout: this.#options.callTimeoutMs,
+    });
+    return result as CallToolResult;
+  }
+
+  #translate(error: unknown, tool: string): ProxyError {
+    if (error instanceof ProxyError) return error;
+    if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+      const seconds = Math.round(this.#options.callTimeoutMs / 100) / 10;
+      return new ProxyError(
+        'downstream-timeout',
+        `Server "${this.name}" did not answer "${tool}" within ${seconds} s; the call was abandoned. Try again later or use another tool.`,
+        { cause: error },
+      );
+    }
+    return new ProxyError('downstream-failed', `Server "${this.name}" failed on "${tool}": ${describe(error)}`, {
+      cause: error,
+    });
+  }
+
+  /** Closes the connection (and stops a stdio child). */
+  async close(): Promise<void> {
+    this.#closedByUs = true;
+    const client = this.#client;
+    this.#client = undefined;
+    await client?.close();
+  }
+}

@@ -1,0 +1,30 @@
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+const envSchema = z.object({
+  EXTENSIBLE_MCP_CONFIG: z.string().min(1).optional(),
+  EXTENSIBLE_MCP_MODEL_DIR: z.string().min(1).optional(),
+  EXTENSIBLE_MCP_OFFLINE: z.enum(['0', '1', 'true', 'false']).optional(),
+});
+
+/** The proxy CLI's environment, parsed once. */
+export interface ProxyEnv {
+  readonly configPath: string | undefined;
+  /** Where the staged embedding model lives (default: the package's `.models`). */
+  readonly modelDir: string;
+  /** When true, the model is never fetched from its hub. */
+  readonly offline: boolean;
+  /** The raw environment, for `$VAR` references in stdio `env` blocks. */
+  readonly variables: Readonly<Record<string, string | undefined>>;
+}
+
+/** Parses the variables the proxy CLI reads. Nothing else in `proxy/` reads `process.env`. */
+export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): ProxyEnv {
+  const parsed = envSchema.parse(environment);
+  return {
+    configPath: parsed.EXTENSIBLE_MCP_CONFIG,
+    modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../.models', import.meta.url)),
+    offline: parsed.EXTENSIBLE_MCP_OFFLINE === '1' || parsed.EXTENSIBLE_MCP_OFFLINE === 'true',
+    variables: environment,
+  };
+}
