@@ -56,10 +56,12 @@ const filtersSchema = z.strictObject({
 });
 
 const configSchema = z.strictObject({
-  mcpServers: z.record(
-    z.string().refine((name) => !nameProblem(name), { error: (issue) => nameProblem(String(issue.input)) ?? '' }),
-    serverSchema,
-  ),
+  mcpServers: z.record(z.string(), serverSchema).superRefine((servers, context) => {
+    for (const name of Object.keys(servers)) {
+      const problem = nameProblem(name);
+      if (problem) context.addIssue({ code: 'custom', path: [name], message: problem });
+    }
+  }),
   filters: filtersSchema.default({}),
 });
 

@@ -1,0 +1,85 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultConfigPaths, loadConfig, resolveConfigPath } from './config';
+
+function writeConfig(config: unknown, extra: Record<string, string> = {}): string {
+  const folder = mkdtempSync(join(tmpdir(), 'emcp-config-'));
+  const path = join(folder, 'config.json');
+  writeFileSync(path, typeof config === 'string' ? config : JSON.stringify(config));
+  for (const [name, content] of Object.entries(extra)) writeFileSync(join(folder, name), content);
+  return path;
+}
+
+describe('loadConfig', () => {
+  it('accepts stdio and url servers and resolves rego_policy against the config folder', () => {
+    const path = writeConfig({
+      mcpServers: { files: { command: 'node', args: ['x.js'] }, remote: { url: 'https://mcp.example.com/mcp' } },
+      filters: { rego_policy: 'policies/deny.rego', access_control: { deny: ['files__delete'] } },
+    });
+    const config = loadConfig(path);
+    expect(config.servers.files).toEqual({ command: 'node', args: ['x.js'] });
+    expect(config.filters.rego_policy).toBe(join(path, '..', 'policies', 'deny.rego'));
+    expect(config.filters.access_control).toEqual({ deny: ['files__delete'], deny_patterns: [] });
+  });
+
+  it('refuses both command and url, naming the file and the path', () => {
+    const path = writeConfig({ mcpServers: { both: { command: 'node', url: 'https://x.example/mcp' } } });
+    expect(() => loadConfig(path)).toThrow(`${path}: invalid config:\n  mcpServers.both: expected exactly one of "command" (stdio) or "url" (Streamable HTTP)`);
+  });
+
+  it('refuses unknown keys at any level', () => {
+    expect(() => loadConfig(writeConfig({ mcpServers: {}, filterz: {} }))).toThrow(/\(root\): Unrecognized key: "filterz"/);
+    expect(() => loadConfig(writeConfig({ mcpServers: { a: { command: 'x', cwd: '/' } } }))).toThrow(/mcpServers\.a: Unrecognized key: "cwd"/);
+    expect(() => loadConfig(writeConfig({ mcpServers: {}, filters: { access_control: { denny: [] } } }))).toThrow(
+      /filters\.access_control: Unrecognized key: "denny"/,
+    );
+  });
+
+  it('refuses server names with "__"', () => {
+    expect(() => loadConfig(writeConfig({ mcpServers: { a__b: { command: 'x' } } }))).toThrow(/mcpServers\.a__b: .*"__"/);
+  });
+
+  it('refuses invalid JSON and non-http URLs', () => {
+    expect(() => loadConfig(writeConfig('{ nope'))).toThrow(/invalid JSON/);
+    expect(() => loadConfig(writeConfig({ mcpServers: { a: { url: 'file:///etc/passwd' } } }))).toThrow(/mcpServers\.a\.url: expected an http\(s\) URL/);
+  });
+
+  it('resolves $VAR env values from the .env beside the config first, then the environment', () => {
+    const path = writeConfig(
+      { mcpServers: { a: { command: 'x', env: { TOKEN: '$API_TOKEN', OTHER: '$FROM_ENV', LITERAL: 'a$b' } } } },
+      { '.env': 'API_TOKEN=from-dotenv\n' },
+    );
+    const config = loadConfig(path, { API_TOKEN: 'from-process', FROM_ENV: 'process-value' });
+    expect(config.servers.a).toMatchObject({ env: { TOKEN: 'from-dotenv', OTHER: 'process-value', LITERAL: 'a$b' } });
+    expect(() => loadConfig(path, {})).toThrow(/mcpServers\.a\.env\.OTHER: \$FROM_ENV is not set/);
+  });
+});
+
+describe('resolveConfigPath', () => {
+  it('prefers the flag, then the environment variable, then the defaults in order', () => {
+    const flag = writeConfig({ mcpServers: {} });
+    const env = writeConfig({ mcpServers: {} });
+    const second = writeConfig({ mcpServers: {} });
+    expect(resolveConfigPath({ flag, env })).toBe(flag);
+    expect(resolveConfigPath({ env })).toBe(env);
+    expect(resolveConfigPath({ candidates: ['/nonexistent/config.json', second] })).toBe(second);
+  });
+
+  it('never falls back when an explicit path is missing', () => {
+    expect(() => resolveConfigPath({ flag: '/nonexistent/c.json', candidates: [writeConfig({ mcpServers: {} })] })).toThrow(
+      /\/nonexistent\/c\.json: config file not found \(given by --config\)/,
+    );
+    expect(() => resolveConfigPath({ env: '/nonexistent/e.json' })).toThrow(/given by EXTENSIBLE_MCP_CONFIG/);
+  });
+
+  it('lists the platform defaults', () => {
+    expect(defaultConfigPaths({ home: '/h', platform: 'darwin', cwd: '/w' })).toEqual([
+      '/h/Library/Application Support/extensible-mcp/config.json',
+      '/h/.config/extensible-mcp/config.json',
+      '/w/config.json',
+    ]);
+    expect(defaultConfigPaths({ home: '/h', platform: 'linux', cwd: '/w' })).toHaveLength(2);
+  });
+});

@@ -1,0 +1,141 @@
+import { Environment, type ParseResult } from '@marcbachmann/cel-js';
+import { z } from 'zod';
+import type { HostBuiltins } from './host-builtins';
+import { normaliseOutcome, type PolicyEngine, type PolicyOutcome, type RawEngineResult } from './policy-engine';
+import { PolicyError } from './policy-error';
+
+/** `checks.cel.json` (SPEC §4.3), plus optional ordered `bindings` evaluated before the checks. */
+export const celChecksSchema = z
+  .object({
+    engine: z.literal('cel-v1'),
+    package: z.string().min(1),
+    /** Named intermediate values (e.g. claims read from a verified JWS), each visible to later ones. */
+    bindings: z
+      .array(z.object({ name: z.string().regex(/^[a-z_][a-z0-9_]*$/i), expr: z.string().min(1) }).strict())
+      .optional(),
+    tiers: z.array(z.object({ tier: z.string().min(1), checks: z.array(z.string().min(1)).min(1) }).strict()).min(1),
+    checks: z.record(z.string().min(1), z.string().min(1)),
+    /** A check whose guard is false counts as failed without being evaluated (so it cannot fault on absent input). */
+    guards: z.record(z.string().min(1), z.string().min(1)).optional(),
+  })
+  .strict();
+
+/** A parsed `checks.cel.json`. */
+export type CelChecks = z.infer<typeof celChecksSchema>;
+
+/** Options for {@link loadCelEngine}. */
+export interface CelEngineOptions {
+  /** The `checks.cel.json` document (validated here). */
+  readonly checks: unknown;
+  readonly builtins: HostBuiltins;
+}
+
+/** CEL names of the host builtins. CEL (and cel-js) has no dotted global functions, so Rego's `crypto.sha256` is `sha256` here. */
+export const CEL_BUILTIN_NAMES = [
+  'sha256',
+  'base64url_encode_no_pad',
+  'base64url_decode',
+  'parse_json',
+  'key_from_did_key',
+  'jwt_verify_eddsa',
+  'verify_webauthn',
+] as const;
+
+/** Builds the CEL environment with the host builtins registered; parameters are `dyn` so a wrong type reaches the builtin and is judged there. */
+function celEnvironment(builtins: HostBuiltins, variables: readonly string[]): Environment {
+  const environment = new Environment({ homogeneousAggregateLiterals: false, enableOptionalTypes: true })
+    .registerFunction('sha256(dyn): string', (value: unknown) => builtins.sha256Hex(value))
+    .registerFunction('base64url_encode_no_pad(dyn): string', (value: unknown) => builtins.base64urlEncodeNoPad(value))
+    .registerFunction('base64url_decode(dyn): string', (value: unknown) => builtins.base64urlDecode(value))
+    .registerFunction('parse_json(dyn): dyn', (value: unknown) => builtins.parseJson(value))
+    .registerFunction('key_from_did_key(dyn): dyn', (did: unknown) => builtins.keyFromDidKey(did))
+    .registerFunction('jwt_verify_eddsa(dyn, dyn): bool', (jws: unknown, jwk: unknown) =>
+      builtins.jwtVerifyEddsa(jws, jwk),
+    )
+    .registerFunction('verify_webauthn(dyn, dyn, dyn, dyn): bool', (a: unknown, c: unknown, s: unknown, k: unknown) =>
+      builtins.verifyWebauthn(a, c, s, k),
+    );
+  for (const name of variables) environment.registerVariable(name, 'dyn');
+  return environment;
+}
+
+interface CompiledCheck {
+  readonly id: string;
+  readonly expression: ParseResult;
+  readonly guard: ParseResult | undefined;
+}
+
+/**
+ * Loads a CEL policy once: every expression is parsed at load, so a syntax error or an unknown
+ * function is a load failure, never a per-call surprise. `allow` = any tier whose checks are all true.
+ */
+export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
+  const parsed = celChecksSchema.safeParse(options.checks);
+  if (!parsed.success) throw new PolicyError('bundle_invalid', `checks.cel.json: ${z.prettifyError(parsed.error)}`);
+  const spec = parsed.data;
+  for (const tier of spec.tiers) {
+    for (const id of tier.checks) {
+      if (!(id in spec.checks))
+        throw new PolicyError('bundle_invalid', `checks.cel.json: tier ${tier.tier} names unknown check ${id}`);
+    }
+  }
+  for (const id of Object.keys(spec.guards ?? {})) {
+    if (!(id in spec.checks)) throw new PolicyError('bundle_invalid', `checks.cel.json: guard for unknown check ${id}`);
+  }
+  const bindingNames = (spec.bindings ?? []).map((binding) => binding.name);
+  const environment = celEnvironment(options.builtins, ['input', ...bindingNames]);
+
+  const compile = (where: string, expression: string): ParseResult => {
+    try {
+      const result = environment.parse(expression);
+      const typeCheck = result.check();
+      if (!typeCheck.valid) throw typeCheck.error;
+      return result;
+    } catch (error) {
+      throw new PolicyError('bundle_invalid', `checks.cel.json: ${where} does not compile`, { cause: error });
+    }
+  };
+  const bindings = (spec.bindings ?? []).map((binding) => ({
+    name: binding.name,
+    expression: compile(`binding ${binding.name}`, binding.expr),
+  }));
+  const checks: CompiledCheck[] = Object.entries(spec.checks).map(([id, expression]) => {
+    const guard = spec.guards?.[id];
+    return {
+      id,
+      expression: compile(`check ${id}`, expression),
+      guard: guard === undefined ? undefined : compile(`guard ${id}`, guard),
+    };
+  });
+  const tiers = spec.tiers.map((tier) => tier.checks);
+
+  /** A check or guard must produce a boolean; anything else is an engine error, not a quiet false. */
+  const asBoolean = (value: unknown, where: string): boolean => {
+    if (typeof value !== 'boolean')
+      throw new PolicyError('non_boolean_result', `${where} returned ${typeof value}, not a boolean`);
+    return value;
+  };
+
+  return {
+    kind: 'cel',
+    packageName: spec.package,
+    async evaluate(input: unknown): Promise<PolicyOutcome> {
+      let raw: RawEngineResult;
+      try {
+        const activation: Record<string, unknown> = { input };
+        for (const binding of bindings) activation[binding.name] = binding.expression(activation);
+        const results = new Map<string, boolean>();
+        for (const check of checks) {
+          const guarded = check.guard === undefined || asBoolean(check.guard(activation), `guard ${check.id}`);
+          results.set(check.id, guarded && asBoolean(check.expression(activation), `check ${check.id}`));
+        }
+        const allow = tiers.some((tier) => tier.every((id) => results.get(id) === true));
+        const failedChecks = [...results].filter(([, passed]) => !passed).map(([id]) => id);
+        raw = { kind: 'result', allow, failedChecks, denyReason: undefined };
+      } catch (error) {
+        raw = { kind: 'fault', error };
+      }
+      return normaliseOutcome(raw);
+    },
+  };
+}

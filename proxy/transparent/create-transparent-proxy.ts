@@ -1,0 +1,275 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  type Notification,
+  ReadResourceRequestSchema,
+  type Result,
+  ResultSchema,
+  type ServerCapabilities,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  type Tool,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { ProxyError } from '../errors';
+import { blockedCallResult } from './blocked-call';
+import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
+import { type Elicit, elicitationMiddleware } from './elicitation-middleware';
+import { toWireError } from './to-wire-error';
+import type { TransparentConfig } from './transparent-config';
+
+/** Options for {@link createTransparentProxy}. */
+export interface TransparentProxyOptions {
+  readonly config: TransparentConfig;
+  /** Reach the upstream through this transport instead of `config.upstream` (tests link an in-memory server). */
+  readonly upstreamTransport?: Transport;
+  /** How a stdio upstream's stderr is handled. */
+  readonly upstreamStderr?: UpstreamTransportOptions['stderr'];
+  /** Diagnostics sink; the CLI writes to stderr (stdout is the MCP channel). */
+  readonly log?: (line: string) => void;
+}
+
+/** A transparent proxy for one downstream client: the upstream's own tools, plus call-time elicitation. */
+export interface TransparentProxy {
+  /** Connects the upstream (failing with `ProxyError('downstream-unavailable')`), then serves the downstream on `transport`. */
+  connect(transport: Transport): Promise<void>;
+  /** Closes both sides; safe to call twice. */
+  close(): Promise<void>;
+  /** Settles when either side has closed, with which one went first. */
+  readonly closed: Promise<'downstream' | 'upstream'>;
+}
+
+/** The client capabilities the proxy declares to its upstream: none, since it forwards no server-to-client requests. */
+export const UPSTREAM_CLIENT_CAPABILITIES = {} as const;
+
+// Upstream notifications passed on to the client. Progress is relayed per call, cancellation by signal.
+const FORWARDED_NOTIFICATIONS = new Set([
+  'notifications/tools/list_changed',
+  'notifications/resources/list_changed',
+  'notifications/resources/updated',
+  'notifications/prompts/list_changed',
+  'notifications/message',
+]);
+
+/** The capabilities the proxy can honour: the upstream's, limited to what it forwards. */
+function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities {
+  return {
+    tools: { ...upstream.tools },
+    ...(upstream.resources !== undefined && { resources: upstream.resources }),
+    ...(upstream.prompts !== undefined && { prompts: upstream.prompts }),
+    ...(upstream.completions !== undefined && { completions: upstream.completions }),
+    ...(upstream.logging !== undefined && { logging: upstream.logging }),
+  };
+}
+
+/**
+ * Creates the transparent-mode proxy of SPEC §3.10: `tools/list` is the upstream's raw answer
+ * (unknown fields kept, nothing renamed or added); `tools/call` runs the elicitation middleware,
+ * then forwards once; resources, prompts, completions and logging are forwarded when the upstream
+ * offers them; list-changed, resource-update and log notifications are passed on.
+ */
+export function createTransparentProxy(options: TransparentProxyOptions): TransparentProxy {
+  const { config } = options;
+  const log = options.log ?? (() => undefined);
+  const middleware = elicitationMiddleware(config);
+  const upstream = new Client(
+    { name: config.proxy.name, version: config.proxy.version },
+    { capabilities: UPSTREAM_CLIENT_CAPABILITIES },
+  );
+  let server: Server | undefined;
+  let closing = false;
+  let settleClosed: (side: 'downstream' | 'upstream') => void = () => undefined;
+  const closed = new Promise<'downstream' | 'upstream'>((resolve) => {
+    settleClosed = resolve;
+  });
+  // Tool definitions by name, from the raw lists the client received (or fetched on demand).
+  let tools = new Map<string, Tool>();
+  let toolsComplete = false;
+
+  function remember(rawTools: unknown): void {
+    if (!Array.isArray(rawTools)) return;
+    for (const tool of rawTools) {
+      if (typeof tool === 'object' && tool !== null && typeof (tool as Tool).name === 'string') {
+        tools.set((tool as Tool).name, tool as Tool);
+      }
+    }
+  }
+
+  async function findTool(name: string, requestOptions: RequestOptions): Promise<Tool | undefined> {
+    const known = tools.get(name);
+    if (known !== undefined || toolsComplete) return known;
+    // Called before (or past the page of) any list we saw: read the whole list once.
+    let cursor: string | undefined;
+    do {
+      const page = await upstream.request(
+        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+        ResultSchema,
+        requestOptions,
+      );
+      remember(page.tools);
+      cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
+    } while (cursor !== undefined);
+    toolsComplete = true;
+    return tools.get(name);
+  }
+
+  async function forward(method: string, params: unknown, requestOptions: RequestOptions): Promise<Result> {
+    try {
+      return await upstream.request(
+        { method, ...(params !== undefined && { params }) } as never,
+        ResultSchema,
+        requestOptions,
+      );
+    } catch (error) {
+      throw toWireError(error, log);
+    }
+  }
+
+  function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
+    target.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+      // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
+      const result = await forward('tools/list', request.params, { signal: extra.signal });
+      if (request.params?.cursor === undefined) {
+        tools = new Map();
+        toolsComplete = typeof result.nextCursor !== 'string';
+      }
+      remember(result.tools);
+      return result;
+    });
+
+    target.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+      const { name, arguments: args, _meta } = request.params;
+      let tool: Tool | undefined;
+      try {
+        tool = await findTool(name, { signal: extra.signal });
+      } catch (error) {
+        throw toWireError(error, log);
+      }
+      const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
+      const elicit: Elicit | undefined = formCapable
+        ? (params) =>
+            target.elicitInput(params, {
+              // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
+              relatedRequestId: extra.requestId,
+              timeout: config.elicitation.timeoutMs,
+              signal: extra.signal,
+            })
+        : undefined;
+      const outcome = await middleware(
+        { tool: name, arguments: args, ...(tool !== undefined && { inputSchema: tool.inputSchema }) },
+        elicit,
+      );
+      if (outcome.kind === 'blocked') {
+        log(`blocked ${name}: ${outcome.blocked.reason} (${outcome.blocked.missing_or_ambiguous.join(', ')})`);
+        return blockedCallResult(outcome.blocked, { hasOutputSchema: tool?.outputSchema !== undefined });
+      }
+      // Relay progress under the client's own token; the SDK puts its own token on the upstream request.
+      const { progressToken, ...meta } = _meta ?? {};
+      const params = {
+        name,
+        ...(outcome.arguments !== undefined && { arguments: outcome.arguments }),
+        ...(Object.keys(meta).length > 0 && { _meta: meta }),
+      };
+      const result = await forward('tools/call', params, {
+        signal: extra.signal,
+        resetTimeoutOnProgress: true,
+        ...(progressToken !== undefined && {
+          onprogress: (progress) => {
+            void extra
+              .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+              .catch((error: unknown) => log(`progress relay failed: ${String(error)}`));
+          },
+        }),
+      });
+      return result as never;
+    });
+
+    const passthrough = (schema: Parameters<Server['setRequestHandler']>[0], method: string) => {
+      target.setRequestHandler(schema, (request: { params?: unknown }, extra: { signal: AbortSignal }) =>
+        forward(method, request.params, { signal: extra.signal }),
+      );
+    };
+    if (capabilities.resources !== undefined) {
+      passthrough(ListResourcesRequestSchema, 'resources/list');
+      passthrough(ListResourceTemplatesRequestSchema, 'resources/templates/list');
+      passthrough(ReadResourceRequestSchema, 'resources/read');
+      if (capabilities.resources.subscribe === true) {
+        passthrough(SubscribeRequestSchema, 'resources/subscribe');
+        passthrough(UnsubscribeRequestSchema, 'resources/unsubscribe');
+      }
+    }
+    if (capabilities.prompts !== undefined) {
+      passthrough(ListPromptsRequestSchema, 'prompts/list');
+      passthrough(GetPromptRequestSchema, 'prompts/get');
+    }
+    if (capabilities.completions !== undefined) passthrough(CompleteRequestSchema, 'completion/complete');
+    if (capabilities.logging !== undefined) passthrough(SetLevelRequestSchema, 'logging/setLevel');
+  }
+
+  async function close(): Promise<void> {
+    if (closing) return;
+    closing = true;
+    await Promise.allSettled([server?.close(), upstream.close()]);
+  }
+
+  upstream.onclose = () => {
+    if (!closing) log('the upstream MCP server closed the connection');
+    settleClosed('upstream');
+    void close();
+  };
+  upstream.fallbackNotificationHandler = async (notification: Notification) => {
+    if (!FORWARDED_NOTIFICATIONS.has(notification.method)) return;
+    if (notification.method === 'notifications/tools/list_changed') {
+      tools = new Map();
+      toolsComplete = false;
+    }
+    await server?.notification(notification as never).catch((error: unknown) => {
+      log(`could not forward ${notification.method}: ${String(error)}`);
+    });
+  };
+
+  return {
+    closed,
+    close,
+    async connect(transport) {
+      if (server !== undefined) throw new Error('This transparent proxy is already connected; create one per client.');
+      try {
+        await upstream.connect(
+          options.upstreamTransport ??
+            createUpstreamTransport(config.upstream, {
+              ...(options.upstreamStderr !== undefined && { stderr: options.upstreamStderr }),
+            }),
+        );
+      } catch (error) {
+        const detail = error instanceof Error ? error.message : String(error);
+        throw new ProxyError(
+          'downstream-unavailable',
+          `Cannot connect to the upstream MCP server (${describeUpstream(config.upstream)}): ${detail}`,
+          { cause: error },
+        );
+      }
+      const capabilities = mirroredCapabilities(upstream.getServerCapabilities() ?? {});
+      const instructions = upstream.getInstructions();
+      const created = new Server(
+        { name: config.proxy.name, version: config.proxy.version },
+        { capabilities, ...(instructions !== undefined && { instructions }) },
+      );
+      registerHandlers(created, capabilities);
+      created.onclose = () => {
+        settleClosed('downstream');
+        void close();
+      };
+      server = created;
+      await created.connect(transport);
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import type { CallFilter } from '../pipeline';
+import { elicitationMiddleware } from './elicitation-middleware';
+import { DEFAULT_SECRET_MARKERS, type ElicitationPolicy, type ToolPolicy } from './transparent-config';
+
+/** Options for {@link elicitationFilter}; everything defaults as in the YAML config. A `TransparentConfig` fits too. */
+export interface ElicitationFilterOptions {
+  readonly elicitation?: Partial<Pick<ElicitationPolicy['elicitation'], 'enabled'>>;
+  readonly policies?: {
+    readonly schemaRequired?: { readonly enabled: boolean };
+    readonly sensitiveRequired?: Partial<ElicitationPolicy['policies']['sensitiveRequired']>;
+  };
+  /** Per-tool policy, keyed by qualified name (`pizza__order`) or bare tool name (`order`). */
+  readonly tools?: Readonly<Record<string, ToolPolicy>>;
+}
+
+/** Fills an {@link ElicitationPolicy} from partial options with the YAML defaults. */
+export function resolveElicitationPolicy(options: ElicitationFilterOptions): ElicitationPolicy {
+  const sensitive = options.policies?.sensitiveRequired;
+  return {
+    // In search mode the proxy owns the form's timeout (`FilterContext.elicit`); this value is unused there.
+    elicitation: {
+      enabled: options.elicitation?.enabled ?? true,
+      fallbackOnUnsupported: 'structured_error',
+      timeoutMs: 600_000,
+    },
+    policies: {
+      schemaRequired: { enabled: options.policies?.schemaRequired?.enabled ?? true },
+      sensitiveRequired: {
+        enabled: sensitive?.enabled ?? true,
+        nameMarkers: sensitive?.nameMarkers ?? DEFAULT_SECRET_MARKERS,
+        schemaMarkers: sensitive?.schemaMarkers ?? DEFAULT_SECRET_MARKERS,
+      },
+    },
+    tools: options.tools ?? {},
+  };
+}
+
+/**
+ * The elicitation middleware as a search-mode call filter (SPEC §3.10): a call missing required
+ * fields asks the human through `context.elicit` and is allowed with the merged arguments, or is
+ * denied with the structured result (JSON, including an English message the model can act on).
+ */
+export function elicitationFilter(options: ElicitationFilterOptions = {}): CallFilter {
+  const policy = resolveElicitationPolicy(options);
+  const middleware = elicitationMiddleware(policy);
+  return async function elicitation(request, context) {
+    // Per-tool policy by qualified name first, then by the downstream's own tool name.
+    const prefix = request.server === undefined ? undefined : `${request.server}__`;
+    const bare =
+      prefix !== undefined && request.tool.startsWith(prefix) ? request.tool.slice(prefix.length) : undefined;
+    const policyKey = policy.tools[request.tool] === undefined && bare !== undefined ? bare : request.tool;
+    const outcome = await middleware(
+      {
+        tool: request.tool,
+        policyKey,
+        arguments: request.arguments,
+        ...(request.inputSchema !== undefined && { inputSchema: request.inputSchema }),
+      },
+      context.elicit,
+    );
+    if (outcome.kind === 'blocked') return { decision: 'deny', reason: JSON.stringify(outcome.blocked) };
+    if (outcome.elicited.length === 0) return { decision: 'allow' };
+    return { decision: 'allow', request: { ...request, arguments: outcome.arguments ?? {} } };
+  };
+}

@@ -1,0 +1,309 @@
+import type {
+  ElicitRequestFormParams,
+  ElicitResult,
+  PrimitiveSchemaDefinition,
+  Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { BlockedCall, BlockReason, BlockStatus } from './blocked-call';
+import { isMissing } from './is-missing';
+import { matchSecretMarker } from './match-secret-marker';
+import type { ElicitationPolicy, ElicitFieldCopy, PrimitiveFieldType, ToolPolicy } from './transparent-config';
+
+/** Asks the human through a form; tied by the caller to the tool call's request id. */
+export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
+
+/** A tool call as the middleware sees it. */
+export interface ElicitationCall {
+  /** The tool name used in messages. */
+  readonly tool: string;
+  /** The `tools.<name>` key to apply, when it differs from `tool` (search mode's bare name). */
+  readonly policyKey?: string;
+  /** `undefined` when the client sent no arguments at all. */
+  readonly arguments: Readonly<Record<string, unknown>> | undefined;
+  readonly inputSchema?: Tool['inputSchema'];
+}
+
+/** What to do with the call: forward (with possibly merged arguments) or answer with a blocked result. */
+export type ElicitationOutcome =
+  | {
+      readonly kind: 'forward';
+      /** The arguments to forward: the caller's own object when nothing was elicited. */
+      readonly arguments: Readonly<Record<string, unknown>> | undefined;
+      /** Fields the human supplied through the form (empty when forwarded unchanged). */
+      readonly elicited: readonly string[];
+    }
+  | { readonly kind: 'blocked'; readonly blocked: BlockedCall };
+
+/** The middleware: one call in, one outcome out. `elicit` is absent when the client cannot show forms. */
+export type ElicitationMiddleware = (call: ElicitationCall, elicit?: Elicit) => Promise<ElicitationOutcome>;
+
+type JsonObject = Readonly<Record<string, unknown>>;
+
+function asObject(value: unknown): JsonObject | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonObject) : undefined;
+}
+
+function asString(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function fieldList(names: readonly string[]): string {
+  return names.map((name) => `"${name}"`).join(', ');
+}
+
+/** Schema `required` in order (when enabled), then the configured ones appended without duplicates. */
+function requiredFields(call: ElicitationCall, policy: ElicitationPolicy, tool: ToolPolicy | undefined): string[] {
+  const fields: string[] = [];
+  if (policy.policies.schemaRequired.enabled) {
+    for (const name of call.inputSchema?.required ?? []) if (!fields.includes(name)) fields.push(name);
+  }
+  for (const name of tool?.required ?? []) if (!fields.includes(name)) fields.push(name);
+  return fields;
+}
+
+function primitiveType(
+  property: JsonObject | undefined,
+  copy: ElicitFieldCopy | undefined,
+): PrimitiveFieldType | undefined {
+  if (copy?.type !== undefined) return copy.type;
+  if (property === undefined) return 'string';
+  const declared = property.type;
+  const candidates = Array.isArray(declared) ? declared : declared === undefined ? [] : [declared];
+  for (const candidate of candidates) {
+    if (candidate === 'string' || candidate === 'number' || candidate === 'integer' || candidate === 'boolean') {
+      return candidate;
+    }
+  }
+  if (candidates.length === 0) {
+    // No declared type: a string enum or an untyped field is still a text box.
+    const values = property.enum;
+    if (Array.isArray(values) && values.every((value) => typeof value === 'string')) return 'string';
+    if (values === undefined && property.properties === undefined && property.items === undefined) return 'string';
+  }
+  return undefined;
+}
+
+const FORM_STRING_FORMATS = new Set(['email', 'uri', 'date', 'date-time']);
+
+/** One form field in the restricted primitive schema MCP allows, or `undefined` if the field is not primitive. */
+function formField(
+  property: JsonObject | undefined,
+  copy: ElicitFieldCopy | undefined,
+): PrimitiveSchemaDefinition | undefined {
+  const type = primitiveType(property, copy);
+  if (type === undefined) return undefined;
+  const title = copy?.title ?? asString(property?.title);
+  const description = copy?.description ?? asString(property?.description);
+  const common = { ...(title !== undefined && { title }), ...(description !== undefined && { description }) };
+  const number = (key: string) => (typeof property?.[key] === 'number' ? (property[key] as number) : undefined);
+  if (type === 'boolean') {
+    const fallback = property?.default;
+    return { type, ...common, ...(typeof fallback === 'boolean' && { default: fallback }) };
+  }
+  if (type === 'number' || type === 'integer') {
+    const minimum = number('minimum');
+    const maximum = number('maximum');
+    const fallback = number('default');
+    return {
+      type,
+      ...common,
+      ...(minimum !== undefined && { minimum }),
+      ...(maximum !== undefined && { maximum }),
+      ...(fallback !== undefined && { default: fallback }),
+    };
+  }
+  const values = property?.enum;
+  const fallback = asString(property?.default);
+  if (Array.isArray(values) && values.length > 0 && values.every((value) => typeof value === 'string')) {
+    return { type, ...common, enum: values as string[], ...(fallback !== undefined && { default: fallback }) };
+  }
+  const format = asString(property?.format);
+  const minLength = number('minLength');
+  const maxLength = number('maxLength');
+  return {
+    type,
+    ...common,
+    ...(minLength !== undefined && { minLength }),
+    ...(maxLength !== undefined && { maxLength }),
+    ...(format !== undefined && FORM_STRING_FORMATS.has(format) && { format: format as 'email' }),
+    ...(fallback !== undefined && { default: fallback }),
+  };
+}
+
+function isPrimitiveValue(value: unknown): boolean {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+}
+
+function blocked(
+  call: ElicitationCall,
+  details: { reason: BlockReason; status: BlockStatus; fields: readonly string[]; message: string },
+): ElicitationOutcome {
+  return {
+    kind: 'blocked',
+    blocked: {
+      error: 'tool_call_blocked',
+      tool: call.tool,
+      status: details.status,
+      reason: details.reason,
+      missing_or_ambiguous: [...details.fields],
+      message: details.message,
+    },
+  };
+}
+
+/**
+ * Builds the call-time elicitation middleware of SPEC §3.10, the one implementation behind both
+ * the transparent server's `tools/call` and the search-mode `elicitationFilter`. In order: find
+ * the missing required fields; refuse to ask for secret-looking ones; ask the human for the rest
+ * through one primitive-only form; merge only the requested keys; re-check; forward once.
+ */
+export function elicitationMiddleware(policy: ElicitationPolicy): ElicitationMiddleware {
+  return async function elicitation(call, elicit) {
+    const toolPolicy = policy.tools[call.policyKey ?? call.tool];
+    const args = call.arguments ?? {};
+    const required = requiredFields(call, policy, toolPolicy);
+    const missing = required.filter((name) => isMissing(args[name]));
+    // Complete input is forwarded unchanged: the very object the client sent.
+    if (missing.length === 0) return { kind: 'forward', arguments: call.arguments, elicited: [] };
+
+    const properties = asObject(call.inputSchema?.properties) ?? {};
+    const copy = toolPolicy?.elicit?.fields ?? {};
+
+    // Step 1, sensitive check: a secret is never requested through a form, whatever else is missing.
+    if (policy.policies.sensitiveRequired.enabled) {
+      const secrets = missing.filter((name) => {
+        const property = asObject(properties[name]);
+        const title = asString(property?.title);
+        const description = asString(property?.description);
+        const format = asString(property?.format);
+        const field = {
+          name,
+          ...(title !== undefined && { title }),
+          ...(description !== undefined && { description }),
+          ...(format !== undefined && { format }),
+        };
+        return matchSecretMarker(field, policy.policies.sensitiveRequired) !== undefined;
+      });
+      if (secrets.length > 0) {
+        return blocked(call, {
+          reason: 'sensitive_required_field',
+          status: 'blocked',
+          fields: secrets,
+          message:
+            `The call to "${call.tool}" was blocked: the required field(s) ${fieldList(secrets)} look like secrets, ` +
+            'and this proxy never asks for secrets through a form. Do not ask the user to type a secret into the chat; ' +
+            "the secret belongs in the upstream server's own configuration (for example its environment). " +
+            'Call the tool again only with a value the user already provided for this purpose.',
+        });
+      }
+    }
+
+    // Step 2, required check: ask the human, if we may and can.
+    if (!policy.elicitation.enabled) {
+      return blocked(call, {
+        reason: 'elicitation_disabled',
+        status: 'needs_input',
+        fields: missing,
+        message:
+          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+          'and asking the user through a form is disabled. Call the tool again with values for these fields ' +
+          '(ask the user if you do not know them; do not invent them).',
+      });
+    }
+    if (elicit === undefined) {
+      return blocked(call, {
+        reason: 'elicitation_unsupported',
+        status: 'needs_input',
+        fields: missing,
+        message:
+          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+          'and this client cannot show a form to ask the user. Ask the user for these values, then call the tool ' +
+          'again with them (do not invent them).',
+      });
+    }
+    const requestedProperties: Record<string, PrimitiveSchemaDefinition> = {};
+    const notPrimitive: string[] = [];
+    for (const name of missing) {
+      const field = formField(asObject(properties[name]), copy[name]);
+      if (field === undefined) notPrimitive.push(name);
+      else requestedProperties[name] = field;
+    }
+    if (notPrimitive.length > 0) {
+      return blocked(call, {
+        reason: 'required_fields_missing_or_empty',
+        status: 'needs_input',
+        fields: missing,
+        message:
+          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+          `and ${fieldList(notPrimitive)} cannot be asked for in a form (only text, numbers and yes/no can). ` +
+          'Call the tool again with values for all of these fields.',
+      });
+    }
+
+    let answer: ElicitResult;
+    try {
+      answer = await elicit({
+        mode: 'form',
+        message:
+          toolPolicy?.elicit?.message ??
+          `The tool "${call.tool}" needs more information before it can run: ${missing.join(', ')}.`,
+        requestedSchema: { type: 'object', properties: requestedProperties, required: [...missing] },
+      });
+    } catch (error) {
+      return blocked(call, {
+        reason: 'elicitation_failed',
+        status: 'failed',
+        fields: missing,
+        message:
+          `The call to "${call.tool}" was not made: asking the user for ${fieldList(missing)} failed ` +
+          `(${error instanceof Error ? error.message : 'unknown error'}). Ask the user for these values in the ` +
+          'conversation, then call the tool again with them.',
+      });
+    }
+    if (answer.action === 'decline') {
+      return blocked(call, {
+        reason: 'elicitation_declined',
+        status: 'declined',
+        fields: missing,
+        message:
+          `The user declined to provide ${fieldList(missing)}, so "${call.tool}" was not called. ` +
+          'Respect that: do not retry with invented values; ask the user how they want to proceed.',
+      });
+    }
+    if (answer.action === 'cancel') {
+      return blocked(call, {
+        reason: 'elicitation_cancelled',
+        status: 'cancelled',
+        fields: missing,
+        message:
+          `The user dismissed the form asking for ${fieldList(missing)}, so "${call.tool}" was not called. ` +
+          'Ask the user whether they still want to do this before trying again.',
+      });
+    }
+
+    // Merge only the keys we asked for; anything else in the answer is ignored.
+    const content = answer.content ?? {};
+    const merged: Record<string, unknown> = { ...args };
+    const elicited: string[] = [];
+    for (const name of missing) {
+      const value = content[name];
+      if (isPrimitiveValue(value) && !isMissing(value)) {
+        merged[name] = value;
+        elicited.push(name);
+      }
+    }
+    // Re-check: the form must have filled every missing field.
+    const stillMissing = required.filter((name) => isMissing(merged[name]));
+    if (stillMissing.length > 0) {
+      return blocked(call, {
+        reason: 'required_fields_missing_or_empty',
+        status: 'needs_input',
+        fields: stillMissing,
+        message:
+          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(stillMissing)} are still ` +
+          'missing or empty after asking the user. Ask the user for these values, then call the tool again with them.',
+      });
+    }
+    return { kind: 'forward', arguments: merged, elicited };
+  };
+}

@@ -1,0 +1,34 @@
+import { readFile, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { ProxyError } from '../errors';
+import { parseTransparentConfig, type TransparentConfig } from './transparent-config';
+
+/**
+ * Reads and validates an `mcp-elicitation-proxy` YAML file. A missing file, a directory, broken
+ * YAML, duplicate keys and schema errors each throw a `ProxyError` whose message
+ * names the file.
+ */
+export async function loadTransparentConfig(path: string): Promise<TransparentConfig> {
+  const file = resolve(path);
+  const info = await stat(file).catch((error: unknown) => {
+    throw new ProxyError('config-not-found', `${file}: configuration file not found`, { cause: error });
+  });
+  if (!info.isFile()) {
+    throw new ProxyError('config-invalid', `${file}: configuration path is not a file`);
+  }
+  const source = await readFile(file, 'utf8').catch((error: unknown) => {
+    throw new ProxyError('config-invalid', `${file}: cannot read the configuration file`, {
+      cause: error,
+    });
+  });
+  let raw: unknown;
+  try {
+    // `yaml` rejects duplicate keys by default, so a repeated section is an error, not a silent override.
+    raw = parseYaml(source, { prettyErrors: true });
+  } catch (error) {
+    const detail = error instanceof YAMLParseError ? error.message : String(error);
+    throw new ProxyError('config-invalid', `${file}: invalid YAML: ${detail}`, { cause: error });
+  }
+  return parseTransparentConfig(raw, file);
+}

@@ -1,0 +1,85 @@
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  type CallToolResult,
+  CallToolResultSchema,
+  type ElicitRequest,
+  ElicitRequestSchema,
+  type ElicitResult,
+} from '@modelcontextprotocol/sdk/types.js';
+import { createTransparentProxy, parseTransparentConfig, type TransparentProxy } from '../../proxy/transparent/index';
+
+/** The server-everything entry point, run over stdio with `node`. */
+export const EVERYTHING_ENTRY = fileURLToPath(
+  new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
+
+/** Builds a validated config through the same schema the YAML goes through. */
+export function configFrom(raw: Record<string, unknown>) {
+  return parseTransparentConfig(raw, 'test-config.yaml');
+}
+
+/** Answers each form the proxy sends; records what was asked. */
+export type FormAnswer = (request: ElicitRequest['params']) => ElicitResult | Promise<ElicitResult>;
+
+/** A real SDK client connected to a transparent proxy over an in-memory linked pair. */
+export interface ProxySession {
+  readonly client: Client;
+  readonly proxy: TransparentProxy;
+  readonly forms: ElicitRequest['params'][];
+  close(): Promise<void>;
+}
+
+/** Connects a client (declaring form elicitation when `answer` is given) to a new proxy. */
+export async function connectThroughProxy(options: {
+  config: ReturnType<typeof configFrom>;
+  answer?: FormAnswer;
+  upstreamTransport?: Transport;
+}): Promise<ProxySession> {
+  const proxy = createTransparentProxy({
+    config: options.config,
+    upstreamStderr: 'ignore',
+    ...(options.upstreamTransport !== undefined && { upstreamTransport: options.upstreamTransport }),
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await proxy.connect(serverSide);
+  const forms: ElicitRequest['params'][] = [];
+  const client = new Client(
+    { name: 'test-client', version: '1.0.0' },
+    { capabilities: options.answer !== undefined ? { elicitation: { form: {} } } : {} },
+  );
+  const { answer } = options;
+  if (answer !== undefined) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      forms.push(request.params);
+      return answer(request.params);
+    });
+  }
+  await client.connect(clientSide);
+  return {
+    client,
+    proxy,
+    forms,
+    async close() {
+      await client.close();
+      await proxy.close();
+    },
+  };
+}
+
+/** Calls a tool through the raw request path and returns the result. */
+export async function callTool(client: Client, name: string, args?: Record<string, unknown>): Promise<CallToolResult> {
+  return client.request(
+    { method: 'tools/call', params: { name, ...(args !== undefined && { arguments: args }) } },
+    CallToolResultSchema,
+  );
+}
+
+/** The structured block a proxy returned, read from the text (present in every blocked result). */
+export function blockedOf(result: CallToolResult): Record<string, unknown> {
+  const first = result.content[0];
+  if (first?.type !== 'text') throw new Error('expected a text block');
+  return JSON.parse(first.text) as Record<string, unknown>;
+}

@@ -1,0 +1,193 @@
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  ListToolsResultSchema,
+  ResultSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { blockedOf, callTool, configFrom, connectThroughProxy, type FormAnswer, type ProxySession } from './helpers';
+
+// Tool definitions with fields the SDK's typed schemas do not know about, to prove raw forwarding.
+const TOOLS = [
+  {
+    name: 'book_table',
+    title: 'Book a table',
+    description: 'Books a restaurant table',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        name: { type: 'string', description: 'Guest name' },
+        party_size: { type: 'integer', minimum: 1, maximum: 12 },
+        notes: { type: 'string' },
+      },
+      required: ['name', 'party_size'],
+      'x-vendor-hint': { ui: 'compact' },
+    },
+    annotations: { readOnlyHint: false, destructiveHint: false },
+    'x-vendor-extension': { tier: 'gold', tags: ['a', 'b'] },
+    _meta: { 'example.com/owner': 'tests' },
+  },
+  {
+    name: 'connect_account',
+    description: 'Connects an account',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        api_key: { type: 'string', description: 'The key' },
+        max_tokens: { type: 'integer', description: 'Upper bound on tokens per reply' },
+      },
+      required: ['api_key', 'max_tokens'],
+    },
+  },
+  {
+    name: 'weather_report',
+    description: 'A report with an output schema',
+    inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    outputSchema: { type: 'object', properties: { celsius: { type: 'number' } }, required: ['celsius'] },
+  },
+];
+
+/** An upstream we control: it serves TOOLS verbatim and records every call it receives. */
+function recordingUpstream() {
+  const calls: { name: string; arguments: unknown }[] = [];
+  const server = new Server({ name: 'recorder', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }) as never);
+  server.setRequestHandler(CallToolRequestSchema, (request) => {
+    calls.push({ name: request.params.name, arguments: request.params.arguments });
+    if (request.params.name === 'weather_report') {
+      return { content: [{ type: 'text', text: '{"celsius":21}' }], structuredContent: { celsius: 21 } };
+    }
+    return { content: [{ type: 'text', text: `called ${request.params.name}` }] };
+  });
+  const [upstreamClientSide, upstreamServerSide] = InMemoryTransport.createLinkedPair();
+  return { calls, server, transport: upstreamClientSide, start: () => server.connect(upstreamServerSide) };
+}
+
+const BASE = { upstream: { url: 'http://unused.invalid/mcp' } };
+
+let session: ProxySession | undefined;
+afterEach(async () => {
+  await session?.close();
+  session = undefined;
+});
+
+async function start(options: { raw?: Record<string, unknown>; answer?: FormAnswer } = {}) {
+  const upstream = recordingUpstream();
+  await upstream.start();
+  session = await connectThroughProxy({
+    config: configFrom({ ...BASE, ...options.raw }),
+    upstreamTransport: upstream.transport,
+    ...(options.answer !== undefined && { answer: options.answer }),
+  });
+  return { upstream, session };
+}
+
+describe('transparent proxy against a recording upstream', () => {
+  it('forwards tools/list raw, keeping fields the SDK schema would strip', async () => {
+    const { session } = await start();
+    const raw = await session.client.request({ method: 'tools/list' }, ResultSchema);
+    expect(raw.tools).toEqual(TOOLS);
+    // The SDK's typed schema drops unknown tool fields: forwarding through it would have lost them.
+    const typed = ListToolsResultSchema.parse(raw);
+    expect(typed.tools[0]).not.toHaveProperty('x-vendor-extension');
+  });
+
+  it('forwards complete input unchanged, with 0 and false counting as present', async () => {
+    const { session, upstream } = await start({ answer: () => ({ action: 'cancel' }) });
+    const args = { name: 'Ann', party_size: 0, notes: '', extra: false };
+    await callTool(session.client, 'book_table', args);
+    expect(upstream.calls).toEqual([{ name: 'book_table', arguments: args }]);
+    expect(session.forms).toEqual([]);
+  });
+
+  it('asks for all missing fields (schema order, then configured ones) and merges only those keys', async () => {
+    const { session, upstream } = await start({
+      raw: { tools: { book_table: { required: ['notes', 'name'] } } },
+      answer: () => ({ action: 'accept', content: { party_size: 4, notes: 'window', injected: 'ignored' } }),
+    });
+    const result = await callTool(session.client, 'book_table', { name: 'Ann' });
+    expect(result.isError).not.toBe(true);
+    expect(session.forms[0]?.requestedSchema).toEqual({
+      type: 'object',
+      properties: { party_size: { type: 'integer', minimum: 1, maximum: 12 }, notes: { type: 'string' } },
+      required: ['party_size', 'notes'],
+    });
+    expect(upstream.calls).toEqual([{ name: 'book_table', arguments: { name: 'Ann', party_size: 4, notes: 'window' } }]);
+  });
+
+  it.each([
+    ['declined', { answer: (() => ({ action: 'decline' })) as FormAnswer }, 'elicitation_declined'],
+    ['cancelled', { answer: (() => ({ action: 'cancel' })) as FormAnswer }, 'elicitation_cancelled'],
+    ['failed', { answer: (() => { throw new Error('form crashed'); }) as FormAnswer }, 'elicitation_failed'],
+    ['blank after accept', { answer: (() => ({ action: 'accept', content: { name: '  ', party_size: 2 } })) as FormAnswer }, 'required_fields_missing_or_empty'],
+    ['unsupported', {}, 'elicitation_unsupported'],
+    ['disabled', { raw: { elicitation: { enabled: false } }, answer: (() => ({ action: 'accept', content: {} })) as FormAnswer }, 'elicitation_disabled'],
+  ] as const)('never calls the upstream when elicitation is %s', async (_label, options, reason) => {
+    const { session, upstream } = await start(options);
+    const result = await callTool(session.client, 'book_table', {});
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toMatchObject({ error: 'tool_call_blocked', tool: 'book_table', reason });
+    expect(upstream.calls).toEqual([]);
+  });
+
+  it('blocks a missing secret without sending any form, and forwards it when supplied', async () => {
+    const { session, upstream } = await start({ answer: () => ({ action: 'accept', content: { max_tokens: 256 } }) });
+    const blocked = await callTool(session.client, 'connect_account', {});
+    expect(blocked.structuredContent).toMatchObject({
+      error: 'tool_call_blocked',
+      status: 'blocked',
+      reason: 'sensitive_required_field',
+      missing_or_ambiguous: ['api_key'],
+    });
+    expect(session.forms).toEqual([]);
+    expect(upstream.calls).toEqual([]);
+
+    // Explicit secret, missing max_tokens: max_tokens is not a secret, so it is asked for.
+    const result = await callTool(session.client, 'connect_account', { api_key: 'sk-explicit' });
+    expect(result.isError).not.toBe(true);
+    expect(Object.keys(session.forms[0]?.requestedSchema.properties ?? {})).toEqual(['max_tokens']);
+    expect(upstream.calls).toEqual([{ name: 'connect_account', arguments: { api_key: 'sk-explicit', max_tokens: 256 } }]);
+  });
+
+  it('uses configured secret markers instead of the defaults', async () => {
+    const { session, upstream } = await start({
+      raw: { policies: { sensitive_required: { sensitive_name_markers: ['party'], sensitive_schema_markers: [] } } },
+      answer: () => ({ action: 'accept', content: { api_key: 'typed', max_tokens: 1 } }),
+    });
+    const blocked = await callTool(session.client, 'book_table', { name: 'Ann' });
+    expect(blocked.structuredContent).toMatchObject({ reason: 'sensitive_required_field', missing_or_ambiguous: ['party_size'] });
+    // api_key is no longer a marker: it is asked for like any other field.
+    await callTool(session.client, 'connect_account', {});
+    expect(upstream.calls).toEqual([{ name: 'connect_account', arguments: { api_key: 'typed', max_tokens: 1 } }]);
+  });
+
+  it('keeps the blocked result out of structuredContent for a tool with an outputSchema', async () => {
+    const { session, upstream } = await start();
+    await session.client.listTools();
+    const result = await session.client.callTool({ name: 'weather_report', arguments: {} });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toBeUndefined();
+    expect(blockedOf(result as never)).toMatchObject({ reason: 'elicitation_unsupported', missing_or_ambiguous: ['city'] });
+    const ok = await session.client.callTool({ name: 'weather_report', arguments: { city: 'Oslo' } });
+    expect(ok.structuredContent).toEqual({ celsius: 21 });
+    expect(upstream.calls).toHaveLength(1);
+  });
+
+  it('forwards the upstream tools/list_changed notification', async () => {
+    const { session, upstream } = await start();
+    const changed = new Promise<string>((resolve) => {
+      session.client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) => resolve(notification.method));
+    });
+    await upstream.server.sendToolListChanged();
+    await expect(changed).resolves.toBe('notifications/tools/list_changed');
+  });
+
+  it('passes an upstream protocol error through with its code', async () => {
+    const { session } = await start();
+    const upstreamError = await callTool(session.client, 'no_such_tool', {}).catch((error: unknown) => error);
+    expect(upstreamError).toBeInstanceOf(Error);
+  });
+});
