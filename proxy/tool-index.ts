@@ -19,8 +19,8 @@ export interface IndexedTool {
 /** How search currently ranks: lexical while the model loads or when it is unavailable. */
 export type IndexMode = 'loading' | 'hybrid' | 'lexical';
 
-/** Reciprocal-rank-fusion constant (Cormack et al.); 60 is the customary value. */
-const rrfK = 60;
+/** Weight of the cosine similarity in the fused score; BM25 (normalised to the best hit) gets the rest. */
+const semanticWeight = 0.8;
 /** Below this cosine a tool is no semantic candidate, so nonsense queries find nothing. */
 const minCosine = 0.1;
 const embedBatchSize = 32;
@@ -37,6 +37,23 @@ export function tokenize(text: string): string[] {
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .filter((word) => word.length > 1 && !stopWords.has(word));
+}
+
+/**
+ * Replaces literal identifiers in a query (URLs, e-mail addresses, file paths, `owner/repo`
+ * slugs, `#123` numbers) with the kind of thing they are. The embedding then sees the intent
+ * ("read this URL") instead of the tokens of one particular address, which otherwise pull the
+ * query towards unrelated tools that share a word. BM25 still sees the raw query.
+ */
+export function maskIdentifiers(query: string): string {
+  return query
+    .replace(/\bhttps?:\/\/\S+/gi, ' URL ')
+    .replace(/[\w.+-]+@[\w-]+\.[\w.]+/g, ' email address ')
+    .replace(/(?<=^|\s)(?:~|\.{1,2})?\/[\w./-]+|\b[\w-]+\.(?:py|js|ts|json|ya?ml|md|txt|log|csv|html|go|rs)\b/gi, ' file path ')
+    .replace(/\b[\w.-]+\/[\w.-]+\b/g, ' repository ')
+    .replace(/#\d+/g, ' number ')
+    .replace(/\s+/g, ' ')
+    .trim();
 }
 
 /** `"<qualified name>: <description>. Parameters: p (type, required|optional), …"` (SPEC §3.3). */
@@ -159,53 +176,50 @@ export class ToolIndex {
   }
 
   async #queryVector(embedder: Embedder, query: string): Promise<Float32Array | undefined> {
-    const cached = this.#queryVectors.get(query);
+    const masked = maskIdentifiers(query) || query;
+    const cached = this.#queryVectors.get(masked);
     if (cached) return cached;
-    const [vector] = await embedder.embed([query]);
-    if (vector) this.#queryVectors.set(query, vector);
+    const [vector] = await embedder.embed([masked]);
+    if (vector) this.#queryVectors.set(masked, vector);
     return vector;
   }
 
   /**
-   * Ranks every candidate for `query`, best first. The caller runs the search pipeline over the
-   * whole list and only then cuts it to top-k, so filters never let a hidden tool take a slot.
+   * Ranks every candidate for `query`, best first: a tool is a candidate when BM25 matches it or
+   * its cosine similarity passes a small floor. The fused score is a convex combination of the
+   * cosine and the BM25 score normalised to the best lexical hit. The caller runs the search
+   * pipeline over the whole list and only then cuts it to top-k, so filters never let a hidden
+   * tool take a slot.
    */
   async search(query: string): Promise<SearchHit[]> {
-    const fused = new Map<string, { rrf: number; lexical: number; cosine: number | undefined }>();
-    const lexical = this.#lexical.search(query);
-    const topLexical = lexical[0]?.score ?? 1;
-    lexical.forEach((result, rank) => {
-      fused.set(result.id, { rrf: 1 / (rrfK + rank + 1), lexical: result.score / topLexical, cosine: undefined });
-    });
+    const lexical = new Map<string, number>();
+    const results = this.#lexical.search(query);
+    const topLexical = results[0]?.score ?? 1;
+    for (const result of results) lexical.set(result.id, result.score / topLexical);
     const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
     const queryVector = embedder ? await this.#queryVector(embedder, query) : undefined;
-    if (queryVector) {
-      const similarities: [string, number][] = [];
-      for (const [name, vector] of this.#vectors) similarities.push([name, cosine(queryVector, vector)]);
-      similarities.sort((a, b) => b[1] - a[1]);
-      similarities.forEach(([name, similarity], rank) => {
-        const entry = fused.get(name);
-        if (entry) entry.cosine = similarity;
-        if (similarity < minCosine) return;
-        const contribution = 1 / (rrfK + rank + 1);
-        if (entry) entry.rrf += contribution;
-        else fused.set(name, { rrf: contribution, lexical: 0, cosine: similarity });
-      });
-    }
-    const best = (queryVector ? 2 : 1) / (rrfK + 1);
     const hits: SearchHit[] = [];
-    for (const [name, entry] of fused) {
-      const tool = this.#tools.get(name);
-      if (!tool) continue;
-      hits.push({
-        name,
-        server: tool.server,
-        description: tool.description,
-        inputSchema: tool.inputSchema,
-        score: entry.rrf / best,
-        similarity: queryVector ? Math.max(0, entry.cosine ?? 0) : entry.lexical,
-      });
+    const push = (tool: IndexedTool, score: number, similarity: number) =>
+      hits.push({ name: tool.name, server: tool.server, description: tool.description, inputSchema: tool.inputSchema, score, similarity });
+    if (queryVector) {
+      for (const [name, vector] of this.#vectors) {
+        const tool = this.#tools.get(name);
+        const similarity = cosine(queryVector, vector);
+        const bm25 = lexical.get(name) ?? 0;
+        if (!tool || (similarity < minCosine && bm25 === 0)) continue;
+        push(tool, semanticWeight * Math.max(0, similarity) + (1 - semanticWeight) * bm25, Math.max(0, similarity));
+      }
+      // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
+      for (const [name, bm25] of lexical) {
+        const tool = this.#tools.get(name);
+        if (tool && !this.#vectors.has(name)) push(tool, bm25, bm25);
+      }
+    } else {
+      for (const [name, bm25] of lexical) {
+        const tool = this.#tools.get(name);
+        if (tool) push(tool, bm25, bm25);
+      }
     }
-    return hits.sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
+    return hits.sort((a, b) => b.score - a.score || (a.name < b.name ? -1 : 1));
   }
 }

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import type { Embedder } from './embedder';
+import { type IndexedTool, indexText, maskIdentifiers, ToolIndex, tokenize } from './tool-index';
+
+const tool = (name: string, description: string, server: string | null = 'srv'): IndexedTool => ({
+  name: server ? `${server}__${name}` : name,
+  server: server ?? undefined,
+  toolName: name,
+  description,
+  inputSchema: { type: 'object', properties: { path: { type: 'string' }, depth: { type: 'integer' } }, required: ['path'] },
+});
+
+describe('index text', () => {
+  it('follows "<name>: <description>. Parameters: p (type, required|optional)"', () => {
+    expect(indexText(tool('read_file', 'Reads a file.'))).toBe(
+      'srv__read_file: Reads a file. Parameters: path (string, required), depth (integer, optional)',
+    );
+  });
+
+  it('splits names into words', () => {
+    expect(tokenize('github__createPullRequest list-files')).toEqual(['github', 'create', 'pull', 'request', 'list', 'files']);
+  });
+
+  it('masks literal identifiers for the embedding', () => {
+    expect(maskIdentifiers('read https://example.com/a?b=1 and mail bob@example.com about /var/log/app.log in acme/web #12')).toBe(
+      'read URL and mail email address about file path in repository number',
+    );
+  });
+});
+
+describe('ToolIndex', () => {
+  it('ranks lexically while no model is available', async () => {
+    const index = new ToolIndex();
+    index.replace('srv', [tool('read_file', 'Read a file from disk'), tool('send_email', 'Send an email message')]);
+    const hits = await index.search('send an email');
+    expect(hits[0]?.name).toBe('srv__send_email');
+    expect(index.mode).toBe('lexical');
+  });
+
+  it('reports lexical-only when the model fails to load, and keeps working', async () => {
+    const index = new ToolIndex(Promise.resolve(undefined));
+    index.replace('srv', [tool('read_file', 'Read a file from disk')]);
+    expect(await index.settled()).toBe('lexical');
+    expect((await index.search('read file'))[0]?.name).toBe('srv__read_file');
+  });
+
+  it('fuses semantic similarity once the model is ready, and re-embeds re-indexed tools', async () => {
+    // A tiny deterministic embedder: one dimension per concept word.
+    const concepts = ['mail', 'file', 'weather'];
+    const embedder: Embedder = {
+      model: 'test',
+      embed: async (texts) =>
+        texts.map((text) => {
+          const vector = new Float32Array(concepts.map((word) => (text.toLowerCase().includes(word) ? 1 : 0)));
+          const norm = Math.hypot(...vector) || 1;
+          return vector.map((value) => value / norm);
+        }),
+    };
+    const index = new ToolIndex(Promise.resolve(embedder));
+    index.replace('srv', [tool('deliver', 'Deliver electronic mail'), tool('read_file', 'Read a file')]);
+    expect(await index.settled()).toBe('hybrid');
+    // No shared word with "deliver electronic mail" except the concept: only the embedding finds it.
+    expect((await index.search('compose mail'))[0]?.name).toBe('srv__deliver');
+    index.replace('srv', [tool('forecast', 'Weather forecast')]);
+    await index.settled();
+    expect(index.get('srv__deliver')).toBeUndefined();
+    expect((await index.search('weather tomorrow'))[0]?.name).toBe('srv__forecast');
+  });
+
+  it('replaces and removes a server\'s tools', async () => {
+    const index = new ToolIndex();
+    index.replace('a', [tool('one', 'first tool', 'a')]);
+    index.replace(undefined, [tool('local', 'a local tool', null)]);
+    expect(index.size).toBe(2);
+    index.remove('a');
+    expect(index.size).toBe(1);
+    expect(await index.search('first')).toEqual([]);
+    expect(index.toolsOf(undefined).map((entry) => entry.name)).toEqual(['local']);
+  });
+});
