@@ -5,18 +5,22 @@ import { createProxy } from './create-proxy';
 import { readProxyEnv } from './env';
 import { ProxyError } from './errors';
 import { proxyOptionsFromConfig } from './from-config';
+import { PolicyError, regoPolicyFilter } from './policy/index';
 import { serveHttp } from './serve-http';
+import { runTransparentCli } from './transparent/index';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
 Usage:
   extensible-mcp [--config FILE] [--http [--port N] [--host H]] [options]
+  extensible-mcp --config FILE.yaml      Transparent mode (mcp-elicitation-proxy config)
 
 Serves three meta-tools (search_tools, call_tool, load_mcp_server) over stdio (default) or
 Streamable HTTP at /mcp, in front of the MCP servers named in the config file.
 
 Options:
-  --config FILE        Config file (JSON: {"mcpServers": {...}, "filters": {...}}). Without it:
+  --config FILE        Config file (JSON: {"mcpServers": {...}, "filters": {...}}); a .yaml/.yml
+                       file runs transparent mode instead (see mcp-elicitation-proxy --help). Without it:
                        $EXTENSIBLE_MCP_CONFIG, ~/Library/Application Support/extensible-mcp/config.json
                        (macOS), ~/.config/extensible-mcp/config.json, ./config.json.
   --http               Serve Streamable HTTP instead of stdio.
@@ -72,8 +76,21 @@ function waitForShutdown(onStop: () => Promise<void>, transportClosed?: Promise<
   });
 }
 
+/** A `--config` naming a YAML file selects transparent mode (SPEC §3.10). */
+function transparentConfigFlag(argv: readonly string[]): boolean {
+  return argv.some((arg, position) => {
+    const value = arg.startsWith('--config=')
+      ? arg.slice('--config='.length)
+      : argv[position - 1] === '--config'
+        ? arg
+        : '';
+    return /\.ya?ml$/i.test(value);
+  });
+}
+
 /** The `extensible-mcp` command. Resolves with the process exit code when it stops. */
 export async function runCli(argv: string[]): Promise<number> {
+  if (transparentConfigFlag(argv)) return runTransparentCli(argv);
   let parsed: ReturnType<typeof parseCliArgs>;
   try {
     parsed = parseCliArgs(argv);
@@ -97,10 +114,19 @@ export async function runCli(argv: string[]): Promise<number> {
       ...(values.config !== undefined && { flag: values.config }),
       ...(env.configPath !== undefined && { env: env.configPath }),
     });
-    proxyOptions = proxyOptionsFromConfig(loadConfig(path, env.variables));
+    const config = loadConfig(path, env.variables);
     process.stderr.write(`[extensible-mcp] config: ${path}\n`);
+    proxyOptions = proxyOptionsFromConfig(config);
+    const regoPath = config.filters.rego_policy;
+    if (regoPath !== undefined) {
+      const regoPolicy = await regoPolicyFilter({
+        regoPath,
+        onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy evaluation failed: ${String(error)}\n`),
+      });
+      proxyOptions = { ...proxyOptions, regoPolicy };
+    }
   } catch (error) {
-    if (error instanceof ProxyError) return usageError(error.message);
+    if (error instanceof ProxyError || error instanceof PolicyError) return usageError(error.message);
     throw error;
   }
 

@@ -44,5 +44,33 @@ export type {
   SearchHit,
   SearchQuery,
 } from './pipeline';
+export {
+  type AdmissionFacts,
+  bundleRouter,
+  createHostBuiltins,
+  createRouteResolver,
+  type EvidenceStore,
+  type HostBuiltins,
+  keyFromDidKey,
+  loadBundle,
+  openSqliteEvidenceStore,
+  type PolicyBundle,
+  PolicyError,
+  type PolicyOutcome,
+  policyAugmenter,
+  policyFilter,
+  type RouteResolver,
+  regoPolicyFilter,
+  singleUseFilter,
+} from './policy/index';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './serve-http';
 export { type IndexedTool, type IndexMode, ToolIndex } from './tool-index';
+export {
+  createTransparentProxy,
+  type ElicitationFilterOptions,
+  elicitationFilter,
+  elicitationMiddleware,
+  loadTransparentConfig,
+  runTransparentCli,
+  type TransparentConfig,
+} from './transparent/index';

@@ -17,9 +17,7 @@ export function didDocument(key: DidKey): DidDocument {
   return {
     '@context': ['https://www.w3.org/ns/did/v1', 'https://w3id.org/security/suites/jws-2020/v1'],
     id: key.did,
-    verificationMethod: [
-      { id: key.kid, type: 'JsonWebKey2020', controller: key.did, publicKeyJwk: key.publicJwk },
-    ],
+    verificationMethod: [{ id: key.kid, type: 'JsonWebKey2020', controller: key.did, publicKeyJwk: key.publicJwk }],
     authentication: [key.kid],
     assertionMethod: [key.kid],
   };

@@ -8,11 +8,17 @@ import { safeJsonParse } from './safe-json';
 export interface RegoEngineOptions {
   /** The compiled `policy.wasm` bytes. */
   readonly wasm: Uint8Array;
-  /** Rego package (`spend_limit` or `a.b`); entrypoints are `<pkg>/allow`, `<pkg>/failed_checks`, `<pkg>/deny_reason`. */
-  readonly packageName: string;
+  /**
+   * Rego package (`spend_limit` or `a.b`); entrypoints are `<pkg>/allow`, `<pkg>/failed_checks`,
+   * `<pkg>/deny_reason`. When omitted, it is read from the module's single `…/allow` entrypoint.
+   */
+  readonly packageName?: string;
   readonly builtins: HostBuiltins;
-  /** Entrypoints besides `allow` that must exist; defaults to failed_checks and deny_reason. */
-  readonly requiredEntrypoints?: readonly string[];
+  /**
+   * Whether `<pkg>/failed_checks` and `<pkg>/deny_reason` must exist (bundles: yes). When false they
+   * are used if the module has them (the simple `rego_policy` filter needs only `allow`).
+   */
+  readonly requireExplanations?: boolean;
 }
 
 /** A Rego/WASM engine; `memoryBytes` lets tests prove the heap does not grow across evaluations. */
@@ -63,27 +69,28 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
   try {
     policy = await loadPolicy(options.wasm, undefined, table);
   } catch (error) {
-    throw new PolicyError('engine_load_failed', `cannot load policy WASM for ${options.packageName}`, { cause: error });
+    throw new PolicyError('engine_load_failed', 'cannot load policy WASM', { cause: error });
   }
   const internals = policy as unknown as PolicyInternals;
   const imported = importedBuiltins(internals);
   const missing = imported.filter((name) => !(name in table) && !SDK_BUILTINS.has(name));
   if (missing.length > 0) {
-    throw new PolicyError(
-      'missing_builtin',
-      `policy ${options.packageName} needs builtins the host does not provide: ${missing.join(', ')}`,
-    );
+    throw new PolicyError('missing_builtin', `policy needs builtins the host does not provide: ${missing.join(', ')}`);
   }
-  const prefix = options.packageName.replaceAll('.', '/');
+  const prefix = options.packageName?.replaceAll('.', '/') ?? packageFromEntrypoints(internals.entrypoints);
+  const packageName = prefix.replaceAll('/', '.');
   const allowEntrypoint = `${prefix}/allow`;
-  const others = (options.requiredEntrypoints ?? ['failed_checks', 'deny_reason']).map((name) => `${prefix}/${name}`);
-  for (const entrypoint of [allowEntrypoint, ...others]) {
+  const failedChecksName = `${prefix}/failed_checks`;
+  const denyReasonName = `${prefix}/deny_reason`;
+  const required =
+    options.requireExplanations === false ? [allowEntrypoint] : [allowEntrypoint, failedChecksName, denyReasonName];
+  for (const entrypoint of required) {
     if (!(entrypoint in internals.entrypoints)) {
       throw new PolicyError('engine_load_failed', `policy WASM has no entrypoint ${entrypoint}`);
     }
   }
-  const failedChecksEntrypoint = others[0];
-  const denyReasonEntrypoint = others[1];
+  const failedChecksEntrypoint = failedChecksName in internals.entrypoints ? failedChecksName : undefined;
+  const denyReasonEntrypoint = denyReasonName in internals.entrypoints ? denyReasonName : undefined;
 
   /** First result of an entrypoint, or undefined when the document is undefined. */
   function query(input: unknown, entrypoint: string): unknown {
@@ -95,7 +102,7 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
 
   return {
     kind: 'rego',
-    packageName: options.packageName,
+    packageName,
     memoryBytes: () => internals.mem.buffer.byteLength,
     async evaluate(input: unknown): Promise<PolicyOutcome> {
       let raw: RawEngineResult;
@@ -118,6 +125,16 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
       return normaliseOutcome(raw);
     },
   };
+}
+
+/** The package path of the one `<pkg>/allow` entrypoint; zero or several is a load error. */
+function packageFromEntrypoints(entrypoints: Record<string, number>): string {
+  const candidates = Object.keys(entrypoints).filter((name) => name.endsWith('/allow'));
+  const only = candidates[0];
+  if (candidates.length !== 1 || only === undefined) {
+    throw new PolicyError('engine_load_failed', 'policy WASM must have exactly one <pkg>/allow entrypoint');
+  }
+  return only.slice(0, -'/allow'.length);
 }
 
 /** Reads the names of the builtins the module imports from the host (the `builtins()` export). */

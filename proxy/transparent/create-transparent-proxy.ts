@@ -42,10 +42,10 @@ export interface TransparentProxyOptions {
 export interface TransparentProxy {
   /** Connects the upstream (failing with `ProxyError('downstream-unavailable')`), then serves the downstream on `transport`. */
   connect(transport: Transport): Promise<void>;
-  /** Closes both sides; safe to call twice. */
+  /** Closes both sides; safe to call at any time, any number of times. */
   close(): Promise<void>;
-  /** Settles when either side has closed, with which one went first. */
-  readonly closed: Promise<'downstream' | 'upstream'>;
+  /** Settles once the proxy has stopped: `upstream-lost` when the upstream went away on its own. */
+  readonly closed: Promise<'closed' | 'upstream-lost'>;
 }
 
 /** The client capabilities the proxy declares to its upstream: none, since it forwards no server-to-client requests. */
@@ -86,9 +86,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     { capabilities: UPSTREAM_CLIENT_CAPABILITIES },
   );
   let server: Server | undefined;
-  let closing = false;
-  let settleClosed: (side: 'downstream' | 'upstream') => void = () => undefined;
-  const closed = new Promise<'downstream' | 'upstream'>((resolve) => {
+  // Notifications wait until the client has finished initializing (the upstream may talk earlier).
+  let clientReady = false;
+  let closing: Promise<void> | undefined;
+  let settleClosed: (outcome: 'closed' | 'upstream-lost') => void = () => undefined;
+  const closed = new Promise<'closed' | 'upstream-lost'>((resolve) => {
     settleClosed = resolve;
   });
   // Tool definitions by name, from the raw lists the client received (or fetched on demand).
@@ -215,15 +217,19 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     if (capabilities.logging !== undefined) passthrough(SetLevelRequestSchema, 'logging/setLevel');
   }
 
-  async function close(): Promise<void> {
-    if (closing) return;
-    closing = true;
-    await Promise.allSettled([server?.close(), upstream.close()]);
+  let stopping = false;
+  function close(): Promise<void> {
+    // Flag first: a transport may report its close synchronously, before `closing` is assigned.
+    stopping = true;
+    closing ??= Promise.allSettled([server?.close(), upstream.close()]).then(() => settleClosed('closed'));
+    return closing;
   }
 
   upstream.onclose = () => {
-    if (!closing) log('the upstream MCP server closed the connection');
-    settleClosed('upstream');
+    if (!stopping) {
+      log('the upstream MCP server closed the connection');
+      settleClosed('upstream-lost');
+    }
     void close();
   };
   upstream.fallbackNotificationHandler = async (notification: Notification) => {
@@ -232,6 +238,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       tools = new Map();
       toolsComplete = false;
     }
+    if (!clientReady) return;
     await server?.notification(notification as never).catch((error: unknown) => {
       log(`could not forward ${notification.method}: ${String(error)}`);
     });
@@ -257,6 +264,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
           { cause: error },
         );
       }
+      // Closed while the upstream was starting: do not start serving.
+      if (stopping) {
+        await upstream.close();
+        return;
+      }
       const capabilities = mirroredCapabilities(upstream.getServerCapabilities() ?? {});
       const instructions = upstream.getInstructions();
       const created = new Server(
@@ -264,9 +276,9 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         { capabilities, ...(instructions !== undefined && { instructions }) },
       );
       registerHandlers(created, capabilities);
-      created.onclose = () => {
-        settleClosed('downstream');
-        void close();
+      created.onclose = () => void close();
+      created.oninitialized = () => {
+        clientReady = true;
       };
       server = created;
       await created.connect(transport);

@@ -18,6 +18,8 @@ export interface SecretMarkers {
 // quantity, not a secret: `max_tokens`, `num_tokens`, `token_count`, `token_limit`.
 const QUANTITY_BEFORE = new Set(['max', 'min', 'maximum', 'minimum', 'num', 'total', 'n']);
 const QUANTITY_AFTER = new Set(['count', 'counts', 'limit', 'limits', 'budget', 'length', 'size', 'usage', 'total']);
+// In prose, "tokens" nearly always means model tokens ("upper bound on tokens per reply"), not secrets.
+const PROSE_PLURAL_EXEMPT = new Set(['token']);
 
 /** Splits snake_case, kebab-case, camelCase, PascalCase and prose into lower-case words. */
 export function splitWords(text: string): string[] {
@@ -29,25 +31,25 @@ export function splitWords(text: string): string[] {
     .filter((word) => word !== '');
 }
 
-function wordsMatchAt(words: readonly string[], marker: readonly string[], start: number): boolean {
+function wordsMatchAt(words: readonly string[], marker: readonly string[], start: number, prose: boolean): boolean {
   for (let index = 0; index < marker.length; index += 1) {
     const word = words[start + index];
     const expected = marker[index];
     if (word === undefined || expected === undefined) return false;
     // The last marker word also matches its plural (`credentials`, `secrets`).
-    const isLast = index === marker.length - 1;
-    if (word !== expected && !(isLast && word === `${expected}s`)) return false;
+    const pluralAllowed = index === marker.length - 1 && !(prose && PROSE_PLURAL_EXEMPT.has(expected));
+    if (word !== expected && !(pluralAllowed && word === `${expected}s`)) return false;
   }
   return true;
 }
 
-function textMatches(text: string, markers: readonly string[]): string | undefined {
+function textMatches(text: string, markers: readonly string[], prose: boolean): string | undefined {
   const words = splitWords(text);
   for (const marker of markers) {
     const markerWords = splitWords(marker);
     if (markerWords.length === 0) continue;
     for (let start = 0; start + markerWords.length <= words.length; start += 1) {
-      if (!wordsMatchAt(words, markerWords, start)) continue;
+      if (!wordsMatchAt(words, markerWords, start, prose)) continue;
       const before = words[start - 1];
       const after = words[start + markerWords.length];
       if ((before !== undefined && QUANTITY_BEFORE.has(before)) || (after !== undefined && QUANTITY_AFTER.has(after))) {
@@ -65,11 +67,11 @@ function textMatches(text: string, markers: readonly string[]): string | undefin
  * `token_count` and `keyboard` match nothing).
  */
 export function matchSecretMarker(field: FieldDescription, markers: SecretMarkers): string | undefined {
-  const byName = textMatches(field.name, markers.nameMarkers);
+  const byName = textMatches(field.name, markers.nameMarkers, false);
   if (byName !== undefined) return byName;
   for (const text of [field.title, field.description, field.format]) {
     if (text === undefined) continue;
-    const bySchema = textMatches(text, markers.schemaMarkers);
+    const bySchema = textMatches(text, markers.schemaMarkers, true);
     if (bySchema !== undefined) return bySchema;
   }
   return undefined;

@@ -79,25 +79,28 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 
   const proxy = createTransparentProxy({ config, log: say });
-  try {
-    await proxy.connect(new StdioServerTransport(stdin, stdout));
-  } catch (error) {
-    say(error instanceof Error ? error.message : String(error));
-    await proxy.close();
-    return TRANSPARENT_EXIT.failed;
-  }
-  say(`serving ${describeUpstream(config.upstream)} as "${config.proxy.name}" (transparent mode)`);
-
   // The SDK's stdio server transport does not notice end of input: stop when the client hangs up.
-  const stop = () => void proxy.close();
+  let stopRequested = false;
+  const stop = () => {
+    stopRequested = true;
+    void proxy.close();
+  };
   stdin.once('end', stop);
   stdin.once('close', stop);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    const first = await proxy.closed;
-    await proxy.close();
-    return first === 'upstream' ? TRANSPARENT_EXIT.failed : TRANSPARENT_EXIT.ok;
+    try {
+      await proxy.connect(new StdioServerTransport(stdin, stdout));
+    } catch (error) {
+      await proxy.close();
+      if (stopRequested) return TRANSPARENT_EXIT.ok;
+      say(error instanceof Error ? error.message : String(error));
+      return TRANSPARENT_EXIT.failed;
+    }
+    say(`serving ${describeUpstream(config.upstream)} as "${config.proxy.name}" (transparent mode)`);
+    const outcome = await proxy.closed;
+    return outcome === 'upstream-lost' ? TRANSPARENT_EXIT.failed : TRANSPARENT_EXIT.ok;
   } finally {
     stdin.off('end', stop);
     stdin.off('close', stop);

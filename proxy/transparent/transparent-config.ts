@@ -84,6 +84,7 @@ export interface TransparentConfig extends ElicitationPolicy {
 }
 
 function describeInput(input: unknown): string {
+  if (input === undefined) return 'nothing';
   if (input === null) return 'null';
   if (Array.isArray(input)) return 'a list';
   if (typeof input === 'object') return 'a mapping';
@@ -106,8 +107,12 @@ function flag() {
 
 function mapping<T extends z.core.$ZodLooseShape>(shape: T) {
   return z.strictObject(shape, {
-    error: (issue) =>
-      issue.code === 'invalid_type' ? `expected a mapping, got ${describeInput(issue.input)}` : undefined,
+    error: (issue) => {
+      if (issue.code !== 'invalid_type') return undefined;
+      return issue.input === undefined
+        ? 'is required (a mapping)'
+        : `expected a mapping, got ${describeInput(issue.input)}`;
+    },
   });
 }
 
@@ -130,8 +135,11 @@ const upstreamSchema = mapping({
     .optional(),
 }).superRefine(
   (upstream, context) => {
-    // Runs even when a field failed, so every upstream mistake is reported in one go.
-    const present = (key: 'url' | 'command' | 'args' | 'env') => (upstream as Record<string, unknown>)[key] !== undefined;
+    // Runs even when a field failed, so every upstream mistake is reported in one go; the
+    // value may then be anything, including absent.
+    if (typeof upstream !== 'object' || upstream === null) return;
+    const present = (key: 'url' | 'command' | 'args' | 'env') =>
+      (upstream as Record<string, unknown>)[key] !== undefined;
     // Exactly one way to reach the upstream: a URL or a command, never both, never neither.
     if (present('url') === present('command')) {
       context.addIssue({
@@ -140,16 +148,28 @@ const upstreamSchema = mapping({
       });
     }
     if (!present('command') && present('args')) {
-      context.addIssue({ code: 'custom', path: ['args'], message: 'args is allowed only together with upstream.command' });
+      context.addIssue({
+        code: 'custom',
+        path: ['args'],
+        message: 'args is allowed only together with upstream.command',
+      });
     }
     if (!present('command') && present('env')) {
-      context.addIssue({ code: 'custom', path: ['env'], message: 'env is allowed only together with upstream.command' });
+      context.addIssue({
+        code: 'custom',
+        path: ['env'],
+        message: 'env is allowed only together with upstream.command',
+      });
     }
     const url: unknown = upstream.url;
     if (typeof url === 'string' && url.trim() !== '') {
       const parsed = URL.canParse(url) ? new URL(url) : undefined;
       if (parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-        context.addIssue({ code: 'custom', path: ['url'], message: `expected an http(s) URL, got ${JSON.stringify(url)}` });
+        context.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message: `expected an http(s) URL, got ${JSON.stringify(url)}`,
+        });
       }
     }
   },

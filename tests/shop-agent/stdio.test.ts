@@ -78,7 +78,7 @@ describe('shop agent over stdio (child process)', () => {
     cleanup.push(() => store.close());
     expect(store.count()).toBe(1);
     expect(store.get(decodeJwt(invoice).jti as string)?.status).toBe('fulfilled');
-  });
+  }, 90_000); // two child processes, each compiling TypeScript at start
 
   it('refuses every fulfil when SHOP_SETTLEMENT_DID is not set', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'shop-stdio-'));
@@ -94,5 +94,5 @@ describe('shop agent over stdio (child process)', () => {
     });
     expect(result.isError).toBe(true);
     expect(JSON.stringify(result.content)).toMatch(/SHOP_SETTLEMENT_DID/);
-  });
+  }, 60_000);
 });

@@ -1,13 +1,15 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   type CallToolResult,
   CallToolResultSchema,
   type ElicitRequest,
+  type ElicitRequestFormParams,
   ElicitRequestSchema,
   type ElicitResult,
+  type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
 import { createTransparentProxy, parseTransparentConfig, type TransparentProxy } from '../../proxy/transparent/index';
 
@@ -28,7 +30,9 @@ export type FormAnswer = (request: ElicitRequest['params']) => ElicitResult | Pr
 export interface ProxySession {
   readonly client: Client;
   readonly proxy: TransparentProxy;
-  readonly forms: ElicitRequest['params'][];
+  readonly forms: ElicitRequestFormParams[];
+  /** Every message the proxy sent to the client, with the transport options it sent it with. */
+  readonly sent: { message: JSONRPCMessage; options: TransportSendOptions | undefined }[];
   close(): Promise<void>;
 }
 
@@ -44,8 +48,14 @@ export async function connectThroughProxy(options: {
     ...(options.upstreamTransport !== undefined && { upstreamTransport: options.upstreamTransport }),
   });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  const sent: ProxySession['sent'] = [];
+  const send = serverSide.send.bind(serverSide);
+  serverSide.send = (message, sendOptions) => {
+    sent.push({ message, options: sendOptions });
+    return send(message, sendOptions);
+  };
   await proxy.connect(serverSide);
-  const forms: ElicitRequest['params'][] = [];
+  const forms: ElicitRequestFormParams[] = [];
   const client = new Client(
     { name: 'test-client', version: '1.0.0' },
     { capabilities: options.answer !== undefined ? { elicitation: { form: {} } } : {} },
@@ -53,6 +63,7 @@ export async function connectThroughProxy(options: {
   const { answer } = options;
   if (answer !== undefined) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      if (!('requestedSchema' in request.params)) throw new Error('the proxy only sends form elicitations');
       forms.push(request.params);
       return answer(request.params);
     });
@@ -62,6 +73,7 @@ export async function connectThroughProxy(options: {
     client,
     proxy,
     forms,
+    sent,
     async close() {
       await client.close();
       await proxy.close();

@@ -2,12 +2,15 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
+  ErrorCode,
   ListToolsRequestSchema,
   ListToolsResultSchema,
+  McpError,
   ResultSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createTransparentProxy } from '../../proxy/transparent/index';
 import { blockedOf, callTool, configFrom, connectThroughProxy, type FormAnswer, type ProxySession } from './helpers';
 
 // Tool definitions with fields the SDK's typed schemas do not know about, to prove raw forwarding.
@@ -56,6 +59,9 @@ function recordingUpstream() {
   const server = new Server({ name: 'recorder', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }) as never);
   server.setRequestHandler(CallToolRequestSchema, (request) => {
+    if (!TOOLS.some((tool) => tool.name === request.params.name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+    }
     calls.push({ name: request.params.name, arguments: request.params.arguments });
     if (request.params.name === 'weather_report') {
       return { content: [{ type: 'text', text: '{"celsius":21}' }], structuredContent: { celsius: 21 } };
@@ -115,16 +121,49 @@ describe('transparent proxy against a recording upstream', () => {
       properties: { party_size: { type: 'integer', minimum: 1, maximum: 12 }, notes: { type: 'string' } },
       required: ['party_size', 'notes'],
     });
-    expect(upstream.calls).toEqual([{ name: 'book_table', arguments: { name: 'Ann', party_size: 4, notes: 'window' } }]);
+    expect(upstream.calls).toEqual([
+      { name: 'book_table', arguments: { name: 'Ann', party_size: 4, notes: 'window' } },
+    ]);
+  });
+
+  it('ties the form to the tool call it belongs to (relatedRequestId)', async () => {
+    const { session } = await start({ answer: () => ({ action: 'accept', content: { name: 'Ann', party_size: 2 } }) });
+    await callTool(session.client, 'book_table', {});
+    const form = session.sent.find(
+      (entry) => 'method' in entry.message && entry.message.method === 'elicitation/create',
+    );
+    const response = session.sent.find(
+      (entry) => 'result' in entry.message && 'content' in (entry.message.result as object),
+    );
+    expect(form?.options?.relatedRequestId).toBeDefined();
+    expect(response !== undefined && 'id' in response.message ? response.message.id : undefined).toBe(
+      form?.options?.relatedRequestId,
+    );
   });
 
   it.each([
     ['declined', { answer: (() => ({ action: 'decline' })) as FormAnswer }, 'elicitation_declined'],
     ['cancelled', { answer: (() => ({ action: 'cancel' })) as FormAnswer }, 'elicitation_cancelled'],
-    ['failed', { answer: (() => { throw new Error('form crashed'); }) as FormAnswer }, 'elicitation_failed'],
-    ['blank after accept', { answer: (() => ({ action: 'accept', content: { name: '  ', party_size: 2 } })) as FormAnswer }, 'required_fields_missing_or_empty'],
+    [
+      'failed',
+      {
+        answer: (() => {
+          throw new Error('form crashed');
+        }) as FormAnswer,
+      },
+      'elicitation_failed',
+    ],
+    [
+      'blank after accept',
+      { answer: (() => ({ action: 'accept', content: { name: '  ', party_size: 2 } })) as FormAnswer },
+      'required_fields_missing_or_empty',
+    ],
     ['unsupported', {}, 'elicitation_unsupported'],
-    ['disabled', { raw: { elicitation: { enabled: false } }, answer: (() => ({ action: 'accept', content: {} })) as FormAnswer }, 'elicitation_disabled'],
+    [
+      'disabled',
+      { raw: { elicitation: { enabled: false } }, answer: (() => ({ action: 'accept', content: {} })) as FormAnswer },
+      'elicitation_disabled',
+    ],
   ] as const)('never calls the upstream when elicitation is %s', async (_label, options, reason) => {
     const { session, upstream } = await start(options);
     const result = await callTool(session.client, 'book_table', {});
@@ -149,16 +188,22 @@ describe('transparent proxy against a recording upstream', () => {
     const result = await callTool(session.client, 'connect_account', { api_key: 'sk-explicit' });
     expect(result.isError).not.toBe(true);
     expect(Object.keys(session.forms[0]?.requestedSchema.properties ?? {})).toEqual(['max_tokens']);
-    expect(upstream.calls).toEqual([{ name: 'connect_account', arguments: { api_key: 'sk-explicit', max_tokens: 256 } }]);
+    expect(upstream.calls).toEqual([
+      { name: 'connect_account', arguments: { api_key: 'sk-explicit', max_tokens: 256 } },
+    ]);
   });
 
   it('uses configured secret markers instead of the defaults', async () => {
     const { session, upstream } = await start({
-      raw: { policies: { sensitive_required: { sensitive_name_markers: ['party'], sensitive_schema_markers: [] } } },
+      raw: { policies: { sensitive_required: { sensitive_name_markers: ['name'], sensitive_schema_markers: [] } } },
       answer: () => ({ action: 'accept', content: { api_key: 'typed', max_tokens: 1 } }),
     });
-    const blocked = await callTool(session.client, 'book_table', { name: 'Ann' });
-    expect(blocked.structuredContent).toMatchObject({ reason: 'sensitive_required_field', missing_or_ambiguous: ['party_size'] });
+    const blocked = await callTool(session.client, 'book_table', {});
+    expect(blocked.structuredContent).toMatchObject({
+      reason: 'sensitive_required_field',
+      missing_or_ambiguous: ['name'],
+    });
+    expect(session.forms).toEqual([]);
     // api_key is no longer a marker: it is asked for like any other field.
     await callTool(session.client, 'connect_account', {});
     expect(upstream.calls).toEqual([{ name: 'connect_account', arguments: { api_key: 'typed', max_tokens: 1 } }]);
@@ -170,7 +215,10 @@ describe('transparent proxy against a recording upstream', () => {
     const result = await session.client.callTool({ name: 'weather_report', arguments: {} });
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toBeUndefined();
-    expect(blockedOf(result as never)).toMatchObject({ reason: 'elicitation_unsupported', missing_or_ambiguous: ['city'] });
+    expect(blockedOf(result as never)).toMatchObject({
+      reason: 'elicitation_unsupported',
+      missing_or_ambiguous: ['city'],
+    });
     const ok = await session.client.callTool({ name: 'weather_report', arguments: { city: 'Oslo' } });
     expect(ok.structuredContent).toEqual({ celsius: 21 });
     expect(upstream.calls).toHaveLength(1);
@@ -179,15 +227,62 @@ describe('transparent proxy against a recording upstream', () => {
   it('forwards the upstream tools/list_changed notification', async () => {
     const { session, upstream } = await start();
     const changed = new Promise<string>((resolve) => {
-      session.client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) => resolve(notification.method));
+      session.client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) =>
+        resolve(notification.method),
+      );
     });
     await upstream.server.sendToolListChanged();
     await expect(changed).resolves.toBe('notifications/tools/list_changed');
   });
 
+  it('holds upstream notifications until the client has initialized', async () => {
+    const upstream = recordingUpstream();
+    await upstream.start();
+    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const early: unknown[] = [];
+    clientSide.onmessage = (message) => early.push(message);
+    await clientSide.start();
+    await proxy.connect(serverSide);
+    await upstream.server.sendToolListChanged();
+    // The ping's answer comes back after the proxy has handled the notification sent before it.
+    await upstream.server.ping();
+    expect(early).toEqual([]);
+    await proxy.close();
+  });
+
+  it('reports a deliberate close as closed, even when the upstream transport closes synchronously', async () => {
+    const upstream = recordingUpstream();
+    await upstream.start();
+    const transport = upstream.transport;
+    const closeTransport = transport.close.bind(transport);
+    // Like the Streamable HTTP client transport: onclose fires inside close().
+    transport.close = async () => {
+      transport.onclose?.();
+      await closeTransport();
+    };
+    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: transport });
+    const [, serverSide] = InMemoryTransport.createLinkedPair();
+    await proxy.connect(serverSide);
+    await proxy.close();
+    await expect(proxy.closed).resolves.toBe('closed');
+  });
+
+  it('reports an upstream that goes away on its own as upstream-lost', async () => {
+    const upstream = recordingUpstream();
+    await upstream.start();
+    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
+    const [, serverSide] = InMemoryTransport.createLinkedPair();
+    await proxy.connect(serverSide);
+    await upstream.server.close();
+    await expect(proxy.closed).resolves.toBe('upstream-lost');
+  });
+
   it('passes an upstream protocol error through with its code', async () => {
     const { session } = await start();
     const upstreamError = await callTool(session.client, 'no_such_tool', {}).catch((error: unknown) => error);
-    expect(upstreamError).toBeInstanceOf(Error);
+    expect(upstreamError).toBeInstanceOf(McpError);
+    expect(upstreamError).toMatchObject({ code: ErrorCode.InvalidParams });
+    expect(String(upstreamError)).toContain('Unknown tool: no_such_tool');
   });
 });

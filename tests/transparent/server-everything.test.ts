@@ -13,7 +13,10 @@ function everythingConfig(extra: Record<string, unknown> = {}) {
     upstream: { command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: { [PROBE.name]: PROBE.value } },
     tools: {
       echo: {
-        elicit: { message: 'What should be echoed?', fields: { message: { type: 'string', description: 'Text to echo back' } } },
+        elicit: {
+          message: 'What should be echoed?',
+          fields: { message: { type: 'string', description: 'Text to echo back' } },
+        },
       },
     },
     ...extra,
@@ -104,7 +107,10 @@ describe('transparent proxy in front of server-everything (stdio)', () => {
   it('returns elicitation_unsupported to a client without the capability', async () => {
     session = await connectThroughProxy({ config: everythingConfig() });
     const result = await callTool(session.client, 'echo', {});
-    expect(result.structuredContent).toMatchObject({ reason: 'elicitation_unsupported', missing_or_ambiguous: ['message'] });
+    expect(result.structuredContent).toMatchObject({
+      reason: 'elicitation_unsupported',
+      missing_or_ambiguous: ['message'],
+    });
     expect(String(result.structuredContent?.message)).toMatch(/cannot show a form/);
   });
 

@@ -1,0 +1,82 @@
+import { createHash, generateKeyPairSync, sign } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { fixtureParty, signCompact } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
+import { createHostBuiltins, didKeyFromEd25519, keyFromDidKey } from './host-builtins';
+
+const builtins = createHostBuiltins({ webauthn: { rpId: 'localhost' } });
+const party = fixtureParty('builtins');
+
+describe('host builtins', () => {
+  it('io.jwt.verify_eddsa accepts EdDSA and Ed25519 headers and rejects others', () => {
+    expect(builtins.jwtVerifyEddsa(signCompact(party, '{}'), party.jwk)).toBe(true);
+    expect(builtins.jwtVerifyEddsa(signCompact(party, '{}', { alg: 'Ed25519' }), JSON.stringify(party.jwk))).toBe(true);
+    expect(builtins.jwtVerifyEddsa(signCompact(party, '{}', { alg: 'none' }), party.jwk)).toBe(false);
+    expect(builtins.jwtVerifyEddsa(signCompact(party, '{}', { alg: 'EdDSA', crit: ['x'] }), party.jwk)).toBe(false);
+    expect(builtins.jwtVerifyEddsa('a.b', party.jwk)).toBe(false);
+    expect(builtins.jwtVerifyEddsa(signCompact(party, '{}'), fixtureParty('other').jwk)).toBe(false);
+  });
+
+  it('io.jwt.verify_eddsa throws on a bad key (an error, not a denial)', () => {
+    expect(() => builtins.jwtVerifyEddsa('a.b.c', { kty: 'EC' })).toThrow(/malformed/);
+    expect(() => builtins.jwtVerifyEddsa('a.b.c', 'not json')).toThrow();
+  });
+
+  it('did:key round-trips to the Ed25519 JWK and malformed ids give null', () => {
+    const raw = Buffer.from(party.jwk.x, 'base64url');
+    const did = didKeyFromEd25519(raw);
+    expect(did).toMatch(/^did:key:z6Mk/);
+    expect(keyFromDidKey(did)).toEqual(party.jwk);
+    expect(keyFromDidKey('did:key:zNotBase58!')).toBeNull();
+    expect(keyFromDidKey('did:web:example.com')).toBeNull();
+    expect(keyFromDidKey(42)).toBeNull();
+  });
+
+  it('sha256, base64url and parse_json behave as specified', () => {
+    expect(builtins.sha256Hex('abc')).toBe(createHash('sha256').update('abc').digest('hex'));
+    expect(builtins.base64urlDecode(builtins.base64urlEncodeNoPad('héllo'))).toBe('héllo');
+    expect(() => builtins.base64urlDecode('***')).toThrow();
+    expect(builtins.parseJson('{"a":1}')).toEqual({ a: 1 });
+    expect(builtins.parseJson('nope')).toBeNull();
+  });
+
+  describe('verify_webauthn', () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = publicKey.export({ format: 'jwk' });
+    const assertion = (options: { rpId?: string; flags?: number; type?: string } = {}) => {
+      const rpIdHash = createHash('sha256')
+        .update(options.rpId ?? 'localhost')
+        .digest();
+      const authData = Buffer.concat([rpIdHash, Buffer.from([options.flags ?? 0x05]), Buffer.from([0, 0, 0, 1])]);
+      const clientData = Buffer.from(
+        JSON.stringify({ type: options.type ?? 'webauthn.get', challenge: 'abc', origin: 'http://localhost:3000' }),
+      );
+      const signature = sign(
+        'sha256',
+        Buffer.concat([authData, createHash('sha256').update(clientData).digest()]),
+        privateKey,
+      );
+      return [
+        authData.toString('base64url'),
+        clientData.toString('base64url'),
+        signature.toString('base64url'),
+      ] as const;
+    };
+
+    it('verifies a well-formed assertion', () => {
+      expect(builtins.verifyWebauthn(...assertion(), jwk)).toBe(true);
+    });
+
+    it('refuses another rpId, missing UV, the wrong type, and a tampered signature', () => {
+      expect(builtins.verifyWebauthn(...assertion({ rpId: 'evil.example' }), jwk)).toBe(false);
+      expect(builtins.verifyWebauthn(...assertion({ flags: 0x01 }), jwk)).toBe(false);
+      expect(builtins.verifyWebauthn(...assertion({ type: 'webauthn.create' }), jwk)).toBe(false);
+      const [authData, clientData] = assertion();
+      expect(builtins.verifyWebauthn(authData, clientData, 'AAAA', jwk)).toBe(false);
+    });
+
+    it('is an error without a configured rpId or with a bad key', () => {
+      expect(() => createHostBuiltins().verifyWebauthn(...assertion(), jwk)).toThrow(/rpId/);
+      expect(() => builtins.verifyWebauthn(...assertion(), party.jwk)).toThrow(/P-256/);
+    });
+  });
+});

@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { regoPolicyFilter } from './rego-policy-filter';
+
+const example = (extension: string) => new URL(`../../examples/deny_dangerous.${extension}`, import.meta.url).pathname;
+const context = { session: 's' };
+
+describe('rego_policy filter with examples/deny_dangerous', () => {
+  it.each([
+    ['precompiled wasm', { wasmPath: example('wasm') }],
+    [
+      'rego with opa missing (falls back to the sibling wasm)',
+      { regoPath: example('rego'), opaCommand: 'opa-not-installed-anywhere' },
+    ],
+  ])('%s: allows ordinary calls and denies destructive ones with deny_reason', async (_label, options) => {
+    const filter = await regoPolicyFilter(options);
+    expect(filter.name).toBe('regoPolicy');
+    expect(await filter({ tool: 'files__read_file', server: 'files', arguments: { path: 'a.txt' } }, context)).toEqual({
+      decision: 'allow',
+    });
+    expect(await filter({ tool: 'db__drop_table', server: 'db', arguments: {} }, context)).toEqual({
+      decision: 'deny',
+      reason: 'tool db__drop_table looks destructive; this proxy refuses it',
+    });
+    expect(
+      await filter({ tool: 'shell__run', server: 'shell', arguments: { command: 'rm -rf /' } }, context),
+    ).toMatchObject({ decision: 'deny' });
+  });
+
+  it('fails at startup with a clear error when neither opa nor a precompiled wasm exists', async () => {
+    await expect(
+      regoPolicyFilter({ regoPath: '/nonexistent/policy.rego', opaCommand: 'opa-not-installed-anywhere' }),
+    ).rejects.toMatchObject({
+      code: 'compile_failed',
+    });
+  });
+});

@@ -1,0 +1,139 @@
+import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import type { CallRequest, FilterContext } from '../pipeline';
+import { elicitationFilter } from './elicitation-filter';
+import { isMissing } from './is-missing';
+
+const request: CallRequest = {
+  tool: 'pizza__order',
+  server: 'pizza',
+  arguments: { size: 'large' },
+  inputSchema: {
+    type: 'object',
+    properties: { size: { type: 'string' }, address: { type: 'string', description: 'Street and number' } },
+    required: ['size', 'address'],
+  },
+};
+
+function contextAnswering(result: ElicitResult | Error) {
+  const asked: ElicitRequest['params'][] = [];
+  const context: FilterContext = {
+    session: 's1',
+    elicit: async (params) => {
+      asked.push(params);
+      if (result instanceof Error) throw result;
+      return result;
+    },
+  };
+  return { asked, context };
+}
+
+describe('isMissing', () => {
+  it.each([[undefined], [null], [''], ['  \t'], [[]], [{}]])('%j is missing', (value) => {
+    expect(isMissing(value)).toBe(true);
+  });
+  it.each([[false], [0], ['x'], [[0]], [{ a: 1 }]])('%j is present', (value) => {
+    expect(isMissing(value)).toBe(false);
+  });
+});
+
+describe('elicitationFilter', () => {
+  it('is a named function, so logs say which filter decided', () => {
+    expect(elicitationFilter().name).toBe('elicitation');
+  });
+
+  it('allows a complete call without rewriting or asking', async () => {
+    const { asked, context } = contextAnswering({ action: 'cancel' });
+    const verdict = await elicitationFilter()(
+      { ...request, arguments: { size: 'large', address: 'Main St 1' } },
+      context,
+    );
+    expect(verdict).toEqual({ decision: 'allow' });
+    expect(asked).toEqual([]);
+  });
+
+  it('asks through context.elicit and allows with the merged arguments', async () => {
+    const { asked, context } = contextAnswering({ action: 'accept', content: { address: 'Main St 1', size: 'small' } });
+    const filter = elicitationFilter({
+      tools: { order: { required: [], elicit: { message: 'Where should we deliver?', fields: {} } } },
+    });
+    const verdict = await filter(request, context);
+    expect(verdict).toEqual({
+      decision: 'allow',
+      request: { ...request, arguments: { size: 'large', address: 'Main St 1' } },
+    });
+    // The bare tool name's policy applied (search mode qualifies names as server__tool).
+    expect(asked[0]).toMatchObject({ message: 'Where should we deliver?', requestedSchema: { required: ['address'] } });
+  });
+
+  it('denies with the structured result as JSON when the user declines', async () => {
+    const { context } = contextAnswering({ action: 'decline' });
+    const verdict = await elicitationFilter()(request, context);
+    expect(verdict.decision).toBe('deny');
+    const reason = verdict.decision === 'deny' ? (JSON.parse(verdict.reason) as Record<string, unknown>) : {};
+    expect(reason).toMatchObject({
+      error: 'tool_call_blocked',
+      tool: 'pizza__order',
+      reason: 'elicitation_declined',
+      missing_or_ambiguous: ['address'],
+    });
+    expect(reason.message).toMatch(/declined/);
+  });
+
+  it('denies with elicitation_unsupported when the client cannot show forms', async () => {
+    const verdict = await elicitationFilter()(request, { session: 's1' });
+    expect(verdict.decision === 'deny' && JSON.parse(verdict.reason)).toMatchObject({
+      reason: 'elicitation_unsupported',
+    });
+  });
+
+  it('denies with elicitation_failed when the form request throws', async () => {
+    const { context } = contextAnswering(new Error('timed out'));
+    const verdict = await elicitationFilter()(request, context);
+    expect(verdict.decision === 'deny' && JSON.parse(verdict.reason)).toMatchObject({ reason: 'elicitation_failed' });
+  });
+
+  it('never asks for a secret, whatever else is missing', async () => {
+    const { asked, context } = contextAnswering({ action: 'accept', content: {} });
+    const verdict = await elicitationFilter()(
+      {
+        ...request,
+        arguments: {},
+        inputSchema: {
+          type: 'object',
+          properties: { card_number: { type: 'string' } },
+          required: ['size', 'card_number'],
+        },
+      },
+      context,
+    );
+    expect(verdict.decision === 'deny' && JSON.parse(verdict.reason)).toMatchObject({
+      reason: 'sensitive_required_field',
+      missing_or_ambiguous: ['card_number'],
+    });
+    expect(asked).toEqual([]);
+  });
+
+  it('refuses to put a non-primitive field in a form and says what to supply', async () => {
+    const { asked, context } = contextAnswering({ action: 'accept', content: {} });
+    const verdict = await elicitationFilter()(
+      {
+        ...request,
+        arguments: {},
+        inputSchema: { type: 'object', properties: { items: { type: 'array' } }, required: ['items'] },
+      },
+      context,
+    );
+    expect(verdict.decision === 'deny' && JSON.parse(verdict.reason)).toMatchObject({
+      reason: 'required_fields_missing_or_empty',
+      missing_or_ambiguous: ['items'],
+    });
+    expect(asked).toEqual([]);
+  });
+
+  it('honours schema_required: false (only configured fields are required)', async () => {
+    const { context } = contextAnswering({ action: 'cancel' });
+    const verdict = await elicitationFilter({ policies: { schemaRequired: { enabled: false } } })(request, context);
+    expect(verdict).toEqual({ decision: 'allow' });
+  });
+});

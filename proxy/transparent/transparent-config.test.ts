@@ -1,0 +1,155 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ProxyError } from '../errors';
+import { loadTransparentConfig } from './load-transparent-config';
+import { DEFAULT_SECRET_MARKERS, parseTransparentConfig } from './transparent-config';
+
+function errorOf(raw: unknown): string {
+  try {
+    parseTransparentConfig(raw, 'cfg.yaml');
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProxyError);
+    expect(error).toMatchObject({ code: 'config-invalid' });
+    return (error as Error).message;
+  }
+  throw new Error('expected a config error');
+}
+
+describe('parseTransparentConfig', () => {
+  it('fills defaults like mcp-elicitation-proxy and maps the stdio upstream', () => {
+    const config = parseTransparentConfig(
+      { upstream: { command: 'node', args: ['server.js'], env: { TOKEN_FILE: '/x' } } },
+      'cfg.yaml',
+    );
+    expect(config).toMatchObject({
+      source: 'cfg.yaml',
+      proxy: { name: 'mcp-elicitation-proxy' },
+      upstream: { kind: 'stdio', command: 'node', args: ['server.js'], env: { TOKEN_FILE: '/x' } },
+      elicitation: { enabled: true, fallbackOnUnsupported: 'structured_error', timeoutMs: 600_000 },
+      policies: {
+        schemaRequired: { enabled: true },
+        sensitiveRequired: {
+          enabled: true,
+          nameMarkers: DEFAULT_SECRET_MARKERS,
+          schemaMarkers: DEFAULT_SECRET_MARKERS,
+        },
+      },
+      tools: {},
+    });
+  });
+
+  it('keeps tools policy, elicit copy, ambiguous_if and confirm_if in the model', () => {
+    const config = parseTransparentConfig(
+      {
+        upstream: { url: 'https://mcp.example/mcp' },
+        tools: {
+          search: {
+            required: ['query'],
+            elicit: { message: 'What to search?', fields: { query: { type: 'string', description: 'Search terms' } } },
+            ambiguous_if: { query_min_length: 3, generic_terms: ['stuff'] },
+            confirm_if: { always: true },
+          },
+        },
+      },
+      'cfg.yaml',
+    );
+    expect(config.upstream).toEqual({ kind: 'http', url: 'https://mcp.example/mcp' });
+    expect(config.tools.search).toEqual({
+      required: ['query'],
+      elicit: { message: 'What to search?', fields: { query: { type: 'string', description: 'Search terms' } } },
+      ambiguousIf: { queryMinLength: 3, genericTerms: ['stuff'] },
+      confirmIf: { always: true },
+    });
+  });
+
+  it.each([
+    ['neither url nor command', { upstream: {} }, 'cfg.yaml: upstream: set exactly one of upstream.url'],
+    ['both url and command', { upstream: { url: 'http://a/mcp', command: 'x' } }, 'set exactly one of upstream.url'],
+    [
+      'args without command',
+      { upstream: { url: 'http://a/mcp', args: ['x'] } },
+      'upstream.args: args is allowed only together with upstream.command',
+    ],
+    [
+      'env without command',
+      { upstream: { url: 'http://a/mcp', env: { A: 'b' } } },
+      'upstream.env: env is allowed only together',
+    ],
+    ['blank command', { upstream: { command: '  ' } }, 'upstream.command: must not be blank'],
+    ['blank url', { upstream: { url: '' } }, 'upstream.url: must not be blank'],
+    ['non-http url', { upstream: { url: 'file:///etc/passwd' } }, 'upstream.url: expected an http(s) URL'],
+    ['blank argument', { upstream: { command: 'x', args: ['ok', ''] } }, 'upstream.args[1]: must not be blank'],
+    [
+      'numeric env value',
+      { upstream: { command: 'x', env: { PORT: 8080 } } },
+      'upstream.env.PORT: expected a string value (quote numbers',
+    ],
+    [
+      'null env value',
+      { upstream: { command: 'x', env: { PORT: null } } },
+      'upstream.env.PORT: expected a string value',
+    ],
+    ['missing upstream', {}, 'upstream: is required'],
+    ['unknown key', { upstream: { command: 'x' }, upstreams: {} }, '(top level): Unrecognized key: "upstreams"'],
+    [
+      'non-primitive field type',
+      { upstream: { command: 'x' }, tools: { t: { elicit: { fields: { f: { type: 'object' } } } } } },
+      'tools.t.elicit.fields.f.type: expected one of string, number, integer, boolean',
+    ],
+    [
+      'other fallback',
+      { upstream: { command: 'x' }, elicitation: { fallback_on_unsupported: 'ask_in_chat' } },
+      'elicitation.fallback_on_unsupported: expected "structured_error"',
+    ],
+    [
+      'string for boolean',
+      { upstream: { command: 'x' }, elicitation: { enabled: 'yes' } },
+      'elicitation.enabled: expected true or false',
+    ],
+    [
+      'required not a list',
+      { upstream: { command: 'x' }, tools: { t: { required: 'query' } } },
+      'tools.t.required: expected a list of field names',
+    ],
+    ['a list at top level', [1, 2], '(top level): expected a YAML mapping'],
+  ])('rejects %s with a message naming the file and path', (_label, raw, expected) => {
+    const message = errorOf(raw);
+    expect(message).toContain('cfg.yaml');
+    expect(message).toContain(expected);
+  });
+});
+
+describe('loadTransparentConfig', () => {
+  async function write(name: string, text: string): Promise<string> {
+    const folder = await mkdtemp(join(tmpdir(), 'transparent-config-'));
+    const path = join(folder, name);
+    await writeFile(path, text);
+    return path;
+  }
+
+  it('loads YAML', async () => {
+    const path = await write('ok.yaml', 'upstream:\n  command: node\n  args: ["s.js"]\n');
+    await expect(loadTransparentConfig(path)).resolves.toMatchObject({ source: path, upstream: { kind: 'stdio' } });
+  });
+
+  it('says a missing file is missing', async () => {
+    await expect(loadTransparentConfig(join(tmpdir(), 'no-such-dir-x', 'c.yaml'))).rejects.toMatchObject({
+      code: 'config-not-found',
+      message: expect.stringContaining('configuration file not found'),
+    });
+  });
+
+  it('reports broken YAML and duplicate keys with the file name', async () => {
+    const broken = await write('broken.yaml', 'upstream: [unclosed\n');
+    await expect(loadTransparentConfig(broken)).rejects.toThrow(`${broken}: invalid YAML`);
+    const duplicate = await write('dup.yaml', 'upstream:\n  command: a\nupstream:\n  command: b\n');
+    await expect(loadTransparentConfig(duplicate)).rejects.toThrow(/dup\.yaml: invalid YAML.*unique/s);
+  });
+
+  it('rejects an empty file', async () => {
+    const empty = await write('empty.yaml', '');
+    await expect(loadTransparentConfig(empty)).rejects.toThrow('expected a YAML mapping');
+  });
+});

@@ -1,0 +1,160 @@
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Anthropic from '@anthropic-ai/sdk';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { z } from 'zod';
+import { createAnthropicClerk } from './anthropic-clerk.js';
+import type { Clerk } from './clerk.js';
+import { createDeterministicClerk } from './deterministic-clerk.js';
+import { didDocument } from './did-document.js';
+import { jwkFromDidKey } from './did-key.js';
+import { startHttpServer } from './http-server.js';
+import { loadOrCreateMerchantKey } from './key-store.js';
+import { openOrderStore } from './order-store.js';
+import { createShop, type ShopLog } from './shop.js';
+import { createShopServer } from './shop-server.js';
+
+// Composition root of the shop agent: the only place that reads process.env and argv, and
+// the only place that wires key store, order store, clerk and transport.
+
+/** Default clerk model: a current, fast Claude model (the clerk's reply is short). */
+const DEFAULT_MODEL = 'claude-haiku-4-5';
+
+const ARG_OPTIONS = {
+  http: { type: 'boolean' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  help: { type: 'boolean' },
+} as const;
+
+const USAGE = `Usage: npx tsx shop-agent/main.ts [--http [--port 7600] [--host 127.0.0.1]]
+
+  (no flags)     serve MCP over stdio
+  --http         serve MCP over Streamable HTTP at /mcp and the DID document at /.well-known/did.json
+  --port P       HTTP port (default 7600; 0 picks a free port)
+  --host H       HTTP bind address (default 127.0.0.1)
+  --help         show this help
+
+Environment:
+  SHOP_AGENT_DATA            data folder for the key and orders (default ./.data/shop)
+  SHOP_SETTLEMENT_DID        did:key of the settlement service whose receipts ship orders
+  SHOP_AGENT_NAME            merchant name (default "Main Street Pizza")
+  SHOP_AGENT_ALLOWED_HOSTS   extra Host header names accepted in HTTP mode (comma-separated)
+  ANTHROPIC_API_KEY          enables the Claude clerk (otherwise a list-price clerk)
+  ANTHROPIC_MODEL            clerk model (default ${DEFAULT_MODEL})
+  ANTHROPIC_BASE_URL         Messages API base URL
+`;
+
+const blankToUndefined = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+
+const Env = z.object({
+  SHOP_AGENT_DATA: z.preprocess(blankToUndefined, z.string().default('./.data/shop')),
+  SHOP_SETTLEMENT_DID: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((did) => jwkFromDidKey(did) !== null, 'must be an Ed25519 did:key (did:key:z6Mk…)')
+      .optional(),
+  ),
+  SHOP_AGENT_NAME: z.preprocess(blankToUndefined, z.string().max(100).default('Main Street Pizza')),
+  SHOP_AGENT_ALLOWED_HOSTS: z.preprocess(blankToUndefined, z.string().optional()),
+  ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
+  ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().default(DEFAULT_MODEL)),
+  ANTHROPIC_BASE_URL: z.preprocess(blankToUndefined, z.url().optional()),
+});
+
+const log: ShopLog = (event, fields) => {
+  process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), source: 'shop-agent', event, ...fields })}\n`);
+};
+
+function fail(message: string): never {
+  process.stderr.write(`shop-agent: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  let args: ReturnType<typeof parseArgs<{ options: typeof ARG_OPTIONS }>>['values'];
+  try {
+    args = parseArgs({ options: ARG_OPTIONS, strict: true }).values;
+  } catch (error) {
+    fail(`${error instanceof Error ? error.message : 'bad arguments'}\n\n${USAGE}`);
+  }
+  if (args.help === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const port = Number(args.port ?? '7600');
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) fail(`--port must be 0..65535, got "${args.port}"`);
+
+  const parsed = Env.safeParse(process.env);
+  if (!parsed.success) {
+    fail(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
+  }
+  const env = parsed.data;
+
+  const key = await loadOrCreateMerchantKey(env.SHOP_AGENT_DATA);
+  const orders = openOrderStore(join(env.SHOP_AGENT_DATA, 'orders.sqlite'));
+  const clerk: Clerk =
+    env.ANTHROPIC_API_KEY === undefined
+      ? createDeterministicClerk()
+      : createAnthropicClerk({
+          client: new Anthropic({
+            apiKey: env.ANTHROPIC_API_KEY,
+            ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseURL: env.ANTHROPIC_BASE_URL }),
+            maxRetries: 0,
+            timeout: 15_000,
+          }),
+          model: env.ANTHROPIC_MODEL,
+          merchantName: env.SHOP_AGENT_NAME,
+        });
+  const shop = createShop({
+    key,
+    orders,
+    clerk,
+    merchantName: env.SHOP_AGENT_NAME,
+    settlementDid: env.SHOP_SETTLEMENT_DID,
+    log,
+  });
+  const createMcpServer = () => createShopServer({ shop, log });
+  const common = {
+    did: key.did,
+    clerk: env.ANTHROPIC_API_KEY === undefined ? 'deterministic' : 'anthropic',
+    settlementDid: env.SHOP_SETTLEMENT_DID ?? null,
+  };
+  if (env.SHOP_SETTLEMENT_DID === undefined)
+    log('settlement-missing', { message: 'SHOP_SETTLEMENT_DID is not set: every fulfil will be refused' });
+
+  if (args.http === true) {
+    const http = await startHttpServer({
+      createMcpServer,
+      didDocument: didDocument(key),
+      host: args.host ?? '127.0.0.1',
+      port,
+      allowedHostnames: (env.SHOP_AGENT_ALLOWED_HOSTS ?? '')
+        .split(',')
+        .map((name) => name.trim())
+        .filter(Boolean),
+      log,
+    });
+    log('server-started', { transport: 'http', url: `${http.url}/mcp`, port: http.port, ...common });
+    const stop = () => {
+      void http.close().finally(() => {
+        orders.close();
+        process.exit(0);
+      });
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    return;
+  }
+
+  const transport = new StdioServerTransport();
+  transport.onclose = () => orders.close();
+  await createMcpServer().connect(transport);
+  log('server-started', { transport: 'stdio', ...common });
+}
+
+main().catch((error: unknown) => {
+  log('startup-failed', { error: error instanceof Error ? `${error.name}: ${error.message}` : 'unknown' });
+  process.exit(1);
+});

@@ -1,0 +1,270 @@
+import type { Clerk } from './clerk.js';
+import { type DidDocument, didDocument } from './did-document.js';
+import type { MerchantKey } from './key-store.js';
+import { MENU, type MenuItem } from './menu.js';
+import type { OrderStore } from './order-store.js';
+import {
+  CURRENCY,
+  checkPolicyFloor,
+  floorPriceCents,
+  type InvoiceLine,
+  MAX_QTY,
+  MAX_TOTAL_CENTS,
+  type RequestedLine,
+  type Terms,
+  type Violation,
+} from './policy-floor.js';
+import { signCredential } from './sign-credential.js';
+import { invoiceHash, verifyReceipt } from './verify-receipt.js';
+
+/** Invoice lifetime: the household must pay within five minutes (SPEC §6). */
+export const INVOICE_TTL_SECONDS = 300;
+/** Commitment lifetime: long enough for the household to record it in its audit chain. */
+export const COMMITMENT_TTL_SECONDS = 86_400;
+/** The promised delivery time. */
+export const ETA_MINUTES = 30;
+
+/** Structured event sink (stderr in production, an array in tests). */
+export type ShopLog = (event: string, fields: Record<string, unknown>) => void;
+
+/** Everything the shop needs, wired by the composition root. */
+export type ShopOptions = {
+  key: MerchantKey;
+  orders: OrderStore;
+  clerk: Clerk;
+  merchantName: string;
+  /** The one settlement did:key whose receipts ship pizza; undefined refuses every fulfil. */
+  settlementDid: string | undefined;
+  menu?: readonly MenuItem[];
+  now?: () => Date;
+  log?: ShopLog;
+};
+
+/** An expected outcome: the value, or a refusal the caller can act on. */
+export type ShopOutcome<T> = { ok: true; value: T } | { ok: false; reason: string; violations?: Violation[] };
+
+/** The public menu with the shop's rules, so a caller can ask for something signable. */
+export type MenuView = {
+  merchantId: string;
+  merchantName: string;
+  currency: typeof CURRENCY;
+  items: { sku: string; name: string; listPriceCents: number; lowestPriceCents: number }[];
+  rules: string[];
+};
+
+/** A non-binding proposal: floor-clamped terms plus the clerk's words. */
+export type Negotiation = {
+  clerk: 'anthropic' | 'deterministic';
+  clerkMessage: string;
+  proposal: Terms;
+  adjustedToPolicy: boolean;
+  note: string;
+};
+
+/** A signed invoice and the terms it carries. */
+export type IssuedInvoice = { invoice: string; invoiceId: string; terms: Terms; deliverTo: string; expiresAt: string };
+
+/** A signed fulfilment commitment. */
+export type IssuedCommitment = { commitment: string; invoiceId: string; etaMinutes: number };
+
+/** The merchant's card: who signs the shop's credentials. */
+export type MerchantCard = { did: string; name: string; didDocument: DidDocument };
+
+/** The pizza shop's behaviour, independent of transport (the MCP server adapts it). */
+export type Shop = {
+  menu(): MenuView;
+  card(): MerchantCard;
+  negotiate(request: {
+    message: string;
+    items?: readonly RequestedLine[] | undefined;
+  }): Promise<ShopOutcome<Negotiation>>;
+  requestInvoice(request: {
+    items: readonly RequestedLine[];
+    deliverTo: string;
+    totalCents?: number | undefined;
+    currency?: string | undefined;
+  }): Promise<ShopOutcome<IssuedInvoice>>;
+  fulfil(request: { receipt: string }): Promise<ShopOutcome<IssuedCommitment>>;
+};
+
+/**
+ * Build the shop: the clerk talks, the policy floor decides, the merchant key signs, the
+ * order store remembers. Refusals are values; only faults throw.
+ */
+export function createShop(options: ShopOptions): Shop {
+  const menu = options.menu ?? MENU;
+  const now = options.now ?? (() => new Date());
+  const log: ShopLog = options.log ?? (() => {});
+  const { key, orders } = options;
+
+  return {
+    menu() {
+      return {
+        merchantId: key.did,
+        merchantName: options.merchantName,
+        currency: CURRENCY,
+        items: menu.map((item) => ({
+          sku: item.sku,
+          name: item.name,
+          listPriceCents: item.listPriceCents,
+          lowestPriceCents: floorPriceCents(item.listPriceCents),
+        })),
+        rules: [
+          'Prices are in US cents. Unit prices are signed only between lowestPriceCents and listPriceCents.',
+          `Quantity per line is a whole number from 1 to ${MAX_QTY}; an order totals at most ${MAX_TOTAL_CENTS} cents.`,
+          'negotiate proposes terms (not binding); request_invoice returns the signed invoice.',
+        ],
+      };
+    },
+
+    card() {
+      return { did: key.did, name: options.merchantName, didDocument: didDocument(key) };
+    },
+
+    async negotiate(request) {
+      // The requested lines must be signable at list price before the clerk sees them.
+      const items = request.items ?? [];
+      const checked = checkPolicyFloor({ items: items.map(({ sku, qty }) => ({ sku, qty })) }, menu);
+      if (!checked.ok && items.length > 0) {
+        return { ok: false, reason: 'These items cannot be quoted.', violations: checked.violations };
+      }
+      const lines = checked.ok ? checked.terms.items : [];
+      const proposal = await options.clerk.propose({ message: request.message, lines });
+      if (proposal.fallbackReason !== undefined) log('clerk-fallback', { reason: proposal.fallbackReason });
+
+      // The clerk only proposes: clamp each price into [floor, list] so the proposal is signable.
+      let adjustedToPolicy = false;
+      const proposed: InvoiceLine[] = lines.map((line) => {
+        const asked = proposal.prices.find((price) => price.sku === line.sku)?.unitPriceCents ?? line.listPriceCents;
+        const clamped = Math.min(line.listPriceCents, Math.max(floorPriceCents(line.listPriceCents), asked));
+        if (clamped !== asked) adjustedToPolicy = true;
+        return { ...line, unitPriceCents: clamped };
+      });
+      const totalCents = proposed.reduce((sum, line) => sum + line.qty * line.unitPriceCents, 0);
+      log('negotiation-proposed', { clerk: proposal.clerk, totalCents, adjustedToPolicy });
+      return {
+        ok: true,
+        value: {
+          clerk: proposal.clerk,
+          clerkMessage: proposal.reply.slice(0, 2000),
+          proposal: { items: proposed, totalCents, currency: CURRENCY },
+          adjustedToPolicy,
+          note: adjustedToPolicy
+            ? "The clerk's offer was outside the shop's policy; prices were adjusted to the nearest signable price. Nothing is binding until request_invoice signs it."
+            : 'Nothing is binding until request_invoice signs it: pass these items with their unitPriceCents.',
+        },
+      };
+    },
+
+    async requestInvoice(request) {
+      // Step 1: the policy floor decides; a violation signs and stores nothing.
+      const decision = checkPolicyFloor(request, menu);
+      if (!decision.ok) {
+        log('invoice-refused', { violations: decision.violations.map((violation) => violation.code) });
+        return {
+          ok: false,
+          reason: 'The order is outside the shop policy; no invoice was issued.',
+          violations: decision.violations,
+        };
+      }
+      const { terms } = decision;
+      // Step 2: sign the invoice JWT-VC; its jti is the order's single-use nonce.
+      const issuedAt = now();
+      const signed = await signCredential(key, {
+        type: 'Invoice',
+        subject: {
+          merchantId: key.did,
+          merchantName: options.merchantName,
+          items: terms.items,
+          totalCents: terms.totalCents,
+          currency: terms.currency,
+          deliverTo: request.deliverTo,
+        },
+        ttlSeconds: INVOICE_TTL_SECONDS,
+        now: issuedAt,
+      });
+      // Step 3: store the order (status invoiced) before the invoice leaves the shop.
+      orders.insertInvoiced({
+        nonce: signed.jti,
+        invoice: signed.jws,
+        totalCents: terms.totalCents,
+        currency: terms.currency,
+        deliverTo: request.deliverTo,
+        items: terms.items,
+        createdAt: issuedAt.getTime(),
+      });
+      log('invoice-issued', { invoiceId: signed.jti, totalCents: terms.totalCents });
+      return {
+        ok: true,
+        value: {
+          invoice: signed.jws,
+          invoiceId: signed.jti,
+          terms,
+          deliverTo: request.deliverTo,
+          expiresAt: signed.expiresAt.toISOString(),
+        },
+      };
+    },
+
+    async fulfil(request) {
+      const refuse = (reason: string): ShopOutcome<IssuedCommitment> => {
+        log('fulfilment-refused', { reason });
+        return { ok: false, reason };
+      };
+      // Step 1: without a configured settlement DID nobody can be trusted to say "paid".
+      if (options.settlementDid === undefined) {
+        return refuse(
+          'The shop has no trusted settlement service configured (SHOP_SETTLEMENT_DID), so it cannot ship any order.',
+        );
+      }
+      // Step 2: the receipt is a PaymentReceipt signed by that settlement DID, status succeeded.
+      const at = now();
+      const verification = await verifyReceipt(request.receipt, { settlementDid: options.settlementDid, now: at });
+      if (!verification.verified) return refuse(`Receipt refused: ${verification.reason}.`);
+      const receipt = verification.subject;
+      // Step 3: it pays this merchant.
+      if (receipt.merchantId !== key.did) return refuse('Receipt refused: it pays a different merchant.');
+      // Step 4: for a nonce this shop issued.
+      const order = orders.get(receipt.invoiceId);
+      if (order === undefined) return refuse('Receipt refused: this shop never issued that invoice.');
+      // Step 5: not fulfilled yet (re-checked atomically in step 9).
+      if (order.status !== 'invoiced') return refuse('Receipt refused: this order was already fulfilled.');
+      // Step 6: the amount and currency paid are exactly the invoice's.
+      if (receipt.amountCents !== order.totalCents) {
+        return refuse(
+          `Receipt refused: it pays ${receipt.amountCents} cents but the invoice is for ${order.totalCents} cents.`,
+        );
+      }
+      if (receipt.currency !== order.currency) {
+        return refuse(`Receipt refused: it pays in "${receipt.currency}" but the invoice is in "${order.currency}".`);
+      }
+      // Step 7: it is bound to the exact invoice bytes this shop signed.
+      if (receipt.invoiceHash !== invoiceHash(order.invoice)) {
+        return refuse('Receipt refused: its invoiceHash does not match the invoice this shop issued.');
+      }
+      // Step 8: sign the commitment to deliver.
+      const signed = await signCredential(key, {
+        type: 'FulfilmentCommitment',
+        subject: {
+          invoiceId: order.nonce,
+          items: order.items,
+          deliverTo: order.deliverTo,
+          paymentRef: receipt.paymentRef,
+          etaMinutes: ETA_MINUTES,
+        },
+        ttlSeconds: COMMITMENT_TTL_SECONDS,
+        now: at,
+      });
+      // Step 9: spend the nonce atomically; a concurrent fulfil that lost the race ships nothing.
+      const won = orders.markFulfilled({
+        nonce: order.nonce,
+        paymentRef: receipt.paymentRef,
+        commitment: signed.jws,
+        fulfilledAt: at.getTime(),
+      });
+      if (!won) return refuse('Receipt refused: this order was already fulfilled.');
+      log('order-fulfilled', { invoiceId: order.nonce, paymentRef: receipt.paymentRef });
+      return { ok: true, value: { commitment: signed.jws, invoiceId: order.nonce, etaMinutes: ETA_MINUTES } };
+    },
+  };
+}
