@@ -26,24 +26,34 @@ describe('loadConfig', () => {
 
   it('refuses both command and url, naming the file and the path', () => {
     const path = writeConfig({ mcpServers: { both: { command: 'node', url: 'https://x.example/mcp' } } });
-    expect(() => loadConfig(path)).toThrow(`${path}: invalid config:\n  mcpServers.both: expected exactly one of "command" (stdio) or "url" (Streamable HTTP)`);
+    expect(() => loadConfig(path)).toThrow(
+      `${path}: invalid config:\n  mcpServers.both: expected exactly one of "command" (stdio) or "url" (Streamable HTTP)`,
+    );
   });
 
   it('refuses unknown keys at any level', () => {
-    expect(() => loadConfig(writeConfig({ mcpServers: {}, filterz: {} }))).toThrow(/\(root\): Unrecognized key: "filterz"/);
-    expect(() => loadConfig(writeConfig({ mcpServers: { a: { command: 'x', cwd: '/' } } }))).toThrow(/mcpServers\.a: Unrecognized key: "cwd"/);
+    expect(() => loadConfig(writeConfig({ mcpServers: {}, filterz: {} }))).toThrow(
+      /\(root\): Unrecognized key: "filterz"/,
+    );
+    expect(() => loadConfig(writeConfig({ mcpServers: { a: { command: 'x', cwd: '/' } } }))).toThrow(
+      /mcpServers\.a: Unrecognized key: "cwd"/,
+    );
     expect(() => loadConfig(writeConfig({ mcpServers: {}, filters: { access_control: { denny: [] } } }))).toThrow(
       /filters\.access_control: Unrecognized key: "denny"/,
     );
   });
 
   it('refuses server names with "__"', () => {
-    expect(() => loadConfig(writeConfig({ mcpServers: { a__b: { command: 'x' } } }))).toThrow(/mcpServers\.a__b: .*"__"/);
+    expect(() => loadConfig(writeConfig({ mcpServers: { a__b: { command: 'x' } } }))).toThrow(
+      /mcpServers\.a__b: .*"__"/,
+    );
   });
 
   it('refuses invalid JSON and non-http URLs', () => {
     expect(() => loadConfig(writeConfig('{ nope'))).toThrow(/invalid JSON/);
-    expect(() => loadConfig(writeConfig({ mcpServers: { a: { url: 'file:///etc/passwd' } } }))).toThrow(/mcpServers\.a\.url: expected an http\(s\) URL/);
+    expect(() => loadConfig(writeConfig({ mcpServers: { a: { url: 'file:///etc/passwd' } } }))).toThrow(
+      /mcpServers\.a\.url: expected an http\(s\) URL/,
+    );
   });
 
   it('resolves $VAR env values from the .env beside the config first, then the environment', () => {
@@ -68,9 +78,9 @@ describe('resolveConfigPath', () => {
   });
 
   it('never falls back when an explicit path is missing', () => {
-    expect(() => resolveConfigPath({ flag: '/nonexistent/c.json', candidates: [writeConfig({ mcpServers: {} })] })).toThrow(
-      /\/nonexistent\/c\.json: config file not found \(given by --config\)/,
-    );
+    expect(() =>
+      resolveConfigPath({ flag: '/nonexistent/c.json', candidates: [writeConfig({ mcpServers: {} })] }),
+    ).toThrow(/\/nonexistent\/c\.json: config file not found \(given by --config\)/);
     expect(() => resolveConfigPath({ env: '/nonexistent/e.json' })).toThrow(/given by EXTENSIBLE_MCP_CONFIG/);
   });
 

@@ -7,7 +7,11 @@ const tool = (name: string, description: string, server: string | null = 'srv'):
   server: server ?? undefined,
   toolName: name,
   description,
-  inputSchema: { type: 'object', properties: { path: { type: 'string' }, depth: { type: 'integer' } }, required: ['path'] },
+  inputSchema: {
+    type: 'object',
+    properties: { path: { type: 'string' }, depth: { type: 'integer' } },
+    required: ['path'],
+  },
 });
 
 describe('index text', () => {
@@ -18,13 +22,20 @@ describe('index text', () => {
   });
 
   it('splits names into words', () => {
-    expect(tokenize('github__createPullRequest list-files')).toEqual(['github', 'create', 'pull', 'request', 'list', 'files']);
+    expect(tokenize('github__createPullRequest list-files')).toEqual([
+      'github',
+      'create',
+      'pull',
+      'request',
+      'list',
+      'files',
+    ]);
   });
 
   it('masks literal identifiers for the embedding', () => {
-    expect(maskIdentifiers('read https://example.com/a?b=1 and mail bob@example.com about /var/log/app.log in acme/web #12')).toBe(
-      'read URL and mail email address about file path in repository number',
-    );
+    expect(
+      maskIdentifiers('read https://example.com/a?b=1 and mail bob@example.com about /var/log/app.log in acme/web #12'),
+    ).toBe('read URL and mail email address about file path in repository number');
   });
 });
 
@@ -67,7 +78,7 @@ describe('ToolIndex', () => {
     expect((await index.search('weather tomorrow'))[0]?.name).toBe('srv__forecast');
   });
 
-  it('replaces and removes a server\'s tools', async () => {
+  it("replaces and removes a server's tools", async () => {
     const index = new ToolIndex();
     index.replace('a', [tool('one', 'first tool', 'a')]);
     index.replace(undefined, [tool('local', 'a local tool', null)]);

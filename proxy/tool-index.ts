@@ -49,7 +49,10 @@ export function maskIdentifiers(query: string): string {
   return query
     .replace(/\bhttps?:\/\/\S+/gi, ' URL ')
     .replace(/[\w.+-]+@[\w-]+\.[\w.]+/g, ' email address ')
-    .replace(/(?<=^|\s)(?:~|\.{1,2})?\/[\w./-]+|\b[\w-]+\.(?:py|js|ts|json|ya?ml|md|txt|log|csv|html|go|rs)\b/gi, ' file path ')
+    .replace(
+      /(?<=^|\s)(?:~|\.{1,2})?\/[\w./-]+|\b[\w-]+\.(?:py|js|ts|json|ya?ml|md|txt|log|csv|html|go|rs)\b/gi,
+      ' file path ',
+    )
     .replace(/\b[\w.-]+\/[\w.-]+\b/g, ' repository ')
     .replace(/#\d+/g, ' number ')
     .replace(/\s+/g, ' ')
@@ -200,7 +203,14 @@ export class ToolIndex {
     const queryVector = embedder ? await this.#queryVector(embedder, query) : undefined;
     const hits: SearchHit[] = [];
     const push = (tool: IndexedTool, score: number, similarity: number) =>
-      hits.push({ name: tool.name, server: tool.server, description: tool.description, inputSchema: tool.inputSchema, score, similarity });
+      hits.push({
+        name: tool.name,
+        server: tool.server,
+        description: tool.description,
+        inputSchema: tool.inputSchema,
+        score,
+        similarity,
+      });
     if (queryVector) {
       for (const [name, vector] of this.#vectors) {
         const tool = this.#tools.get(name);

@@ -20,7 +20,9 @@ describe('loadControl', () => {
   it('allow narrows: other schemes and non-default ports do not match', () => {
     expect(decide(corp, 'http://mcp.corp.example/mcp')).toMatchObject({ decision: 'deny' });
     expect(decide(corp, 'https://mcp.corp.example:8443/mcp')).toMatchObject({ decision: 'deny' });
-    expect(decide({ allowUrlPatterns: ['https://*.corp.example:8443/*'] }, 'https://mcp.corp.example:8443/mcp')).toEqual({ decision: 'allow' });
+    expect(
+      decide({ allowUrlPatterns: ['https://*.corp.example:8443/*'] }, 'https://mcp.corp.example:8443/mcp'),
+    ).toEqual({ decision: 'allow' });
   });
 
   it('deny broadens: any port, any path', () => {

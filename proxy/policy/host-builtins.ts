@@ -116,7 +116,7 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
       if ((alg !== 'EdDSA' && alg !== 'Ed25519') || 'crit' in headerJson.value) return false;
       // 3. Signature: 64 bytes over the ASCII signing input `header.payload`.
       const signatureBytes = decodeBase64url(signature);
-      if (!signatureBytes || signatureBytes.length !== 64) return false;
+      if (signatureBytes?.length !== 64) return false;
       return verify(null, Buffer.from(`${header}.${payload}`, 'ascii'), key, signatureBytes);
     },
     verifyWebauthn: (authenticatorData, clientDataJson, signature, jwk) => {
@@ -155,8 +155,7 @@ export function keyFromDidKey(did: unknown): Ed25519Jwk | null {
   if (typeof did !== 'string' || !did.startsWith('did:key:z')) return null;
   const identifier = did.slice('did:key:z'.length).split('#')[0] ?? '';
   const bytes = decodeBase58(identifier);
-  if (!bytes || bytes.length !== 34 || bytes[0] !== ED25519_MULTICODEC[0] || bytes[1] !== ED25519_MULTICODEC[1])
-    return null;
+  if (bytes?.length !== 34 || bytes[0] !== ED25519_MULTICODEC[0] || bytes[1] !== ED25519_MULTICODEC[1]) return null;
   return { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(bytes.subarray(2)).toString('base64url') };
 }
 

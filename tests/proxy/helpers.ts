@@ -36,13 +36,23 @@ export function textOf(result: unknown): string {
 
 /** Runs `search_tools` and returns the names it found. */
 export async function searchNames(client: Client, query: string, topK?: number): Promise<string[]> {
-  const result = await client.callTool({ name: 'search_tools', arguments: { query, ...(topK !== undefined && { top_k: topK }) } });
+  const result = await client.callTool({
+    name: 'search_tools',
+    arguments: { query, ...(topK !== undefined && { top_k: topK }) },
+  });
   const text = textOf(result);
   if (!text.startsWith('{')) return [];
   return (JSON.parse(text) as { results: { name: string }[] }).results.map((hit) => hit.name);
 }
 
 /** Runs `call_tool`. */
-export async function callTool(client: Client, toolName: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
-  return (await client.callTool({ name: 'call_tool', arguments: { tool_name: toolName, arguments: args } })) as CallToolResult;
+export async function callTool(
+  client: Client,
+  toolName: string,
+  args: Record<string, unknown> = {},
+): Promise<CallToolResult> {
+  return (await client.callTool({
+    name: 'call_tool',
+    arguments: { tool_name: toolName, arguments: args },
+  })) as CallToolResult;
 }

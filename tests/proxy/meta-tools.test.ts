@@ -100,7 +100,9 @@ describe('local tools', () => {
     name: 'local_echo',
     description: 'Repeats the words it is given, locally',
     inputSchema: { type: 'object' as const, properties: { words: { type: 'string' } } },
-    handler: (args: Record<string, unknown>) => ({ content: [{ type: 'text' as const, text: `local: ${String(args.words)}` }] }),
+    handler: (args: Record<string, unknown>) => ({
+      content: [{ type: 'text' as const, text: `local: ${String(args.words)}` }],
+    }),
   };
 
   it('are searched and called through the same pipeline, discovery gate included', async () => {
@@ -159,12 +161,15 @@ describe('access control', () => {
     expect(textOf(await callTool(client, 'local_note'))).toBe('noted');
   });
 
-  it('applies before the top-k cut, so hidden tools never take a visible one\'s slot', async () => {
+  it("applies before the top-k cut, so hidden tools never take a visible one's slot", async () => {
     const query = 'echo back message, add two numbers, account';
     const unfiltered = await connectClient(await startProxy());
     expect((await searchNames(unfiltered, query, 3)).slice(0, 2).sort()).toEqual(['fixture__add', 'fixture__echo']);
     const client = await connectClient(
-      await startProxy({ accessControl: { denyPatterns: ['fixture__echo'] }, extraSearchFilters: [hideTools({ patterns: ['fixture__add'] })] }),
+      await startProxy({
+        accessControl: { denyPatterns: ['fixture__echo'] },
+        extraSearchFilters: [hideTools({ patterns: ['fixture__add'] })],
+      }),
     );
     // "echo" and "add" outrank account_summary for this query; with both hidden the single slot goes to it.
     const names = await searchNames(client, query, 1);
@@ -172,7 +177,9 @@ describe('access control', () => {
   });
 
   it('a tool hidden by the hide-tools search filter can be neither found nor called', async () => {
-    const client = await connectClient(await startProxy({ extraSearchFilters: [hideTools({ patterns: ['*__whoami'] })] }));
+    const client = await connectClient(
+      await startProxy({ extraSearchFilters: [hideTools({ patterns: ['*__whoami'] })] }),
+    );
     expect(await searchNames(client, 'process id whoami', 50)).not.toContain('fixture__whoami');
     expect((await callTool(client, 'fixture__whoami')).isError).toBe(true);
   });
@@ -206,7 +213,10 @@ describe('server names', () => {
 
   it('reject "__" for runtime loads before connecting', async () => {
     const client = await connectClient(await startProxy());
-    const refused = await client.callTool({ name: 'load_mcp_server', arguments: { server_name: 'evil__x', url: 'http://127.0.0.1:9/mcp' } });
+    const refused = await client.callTool({
+      name: 'load_mcp_server',
+      arguments: { server_name: 'evil__x', url: 'http://127.0.0.1:9/mcp' },
+    });
     expect(refused.isError).toBe(true);
     expect(textOf(refused)).toMatch(/"__"/);
   });

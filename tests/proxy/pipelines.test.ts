@@ -20,7 +20,12 @@ async function setup(options: Parameters<typeof createProxy>[0]) {
   const logger = memoryLogger();
   const events = eventLog();
   const proxy = createProxy({
-    servers: { fixture: { kind: 'in-process', server: createFixtureServer({ onCall: (tool, args) => calls.push({ tool, args }) }) } },
+    servers: {
+      fixture: {
+        kind: 'in-process',
+        server: createFixtureServer({ onCall: (tool, args) => calls.push({ tool, args }) }),
+      },
+    },
     embeddings: false,
     logger,
     onEvent: events.onEvent,
@@ -48,7 +53,7 @@ describe('call pipeline', () => {
     await callTool(client, 'fixture__echo', { message: 'x' });
     expect(seen).toEqual(['first', 'second']);
     const order = events.filter((event) => event.pipeline === 'call').map((event) => event.filter);
-    expect(order).toEqual(['accessControl', 'discoveryGate', 'first', 'second', ]);
+    expect(order).toEqual(['accessControl', 'discoveryGate', 'first', 'second']);
   });
 
   it('stops at the first deny: later filters and the downstream never run', async () => {
@@ -72,7 +77,10 @@ describe('call pipeline', () => {
   it('passes rewritten arguments to the next filter and to the downstream', async () => {
     let nextSaw: unknown;
     const rewrite: CallFilter = function rewrite(request) {
-      return { decision: 'allow', request: { ...request, arguments: { message: `${String(request.arguments.message)}!` } } };
+      return {
+        decision: 'allow',
+        request: { ...request, arguments: { message: `${String(request.arguments.message)}!` } },
+      };
     };
     const observe: CallFilter = function observe(request) {
       nextSaw = request.arguments;
@@ -119,14 +127,21 @@ describe('response pipeline', () => {
   it('can redact what the downstream returned', async () => {
     const redact: ResponseFilter = function redact(result) {
       const content = result.content.map((block) =>
-        block.type === 'text' ? { ...block, text: block.text.replace(/\d{4}-\d{4}-\d{4}-\d{4}/g, '[redacted]') } : block,
+        block.type === 'text'
+          ? { ...block, text: block.text.replace(/\d{4}-\d{4}-\d{4}-\d{4}/g, '[redacted]') }
+          : block,
       );
       return { decision: 'allow', result: { ...result, content }, flag: 'card number redacted' };
     };
     const { client, events } = await setup({ extraResponseFilters: [redact] });
     await searchNames(client, 'account summary');
-    expect(textOf(await callTool(client, 'fixture__account_summary'))).toBe('Balance 120.00; account number [redacted]');
-    expect(events.find((event) => event.pipeline === 'response')).toMatchObject({ decision: 'flag', reason: 'card number redacted' });
+    expect(textOf(await callTool(client, 'fixture__account_summary'))).toBe(
+      'Balance 120.00; account number [redacted]',
+    );
+    expect(events.find((event) => event.pipeline === 'response')).toMatchObject({
+      decision: 'flag',
+      reason: 'card number redacted',
+    });
   });
 
   it('can deny a response, and runs only for allowed calls', async () => {
@@ -139,7 +154,9 @@ describe('response pipeline', () => {
     expect((await callTool(client, 'fixture__echo', { message: 'x' })).isError).toBe(true);
     expect(ran).toBe(0);
     await searchNames(client, 'echo message');
-    expect(textOf(await callTool(client, 'fixture__echo', { message: 'x' }))).toBe('The answer was withheld by policy.');
+    expect(textOf(await callTool(client, 'fixture__echo', { message: 'x' }))).toBe(
+      'The answer was withheld by policy.',
+    );
     expect(ran).toBe(1);
   });
 });
@@ -159,7 +176,10 @@ describe('search and load pipelines', () => {
       return { decision: 'deny', reason: 'No runtime loads in this deployment.' };
     };
     const { client, logger } = await setup({ extraLoadFilters: [refuseAll] });
-    const result = await client.callTool({ name: 'load_mcp_server', arguments: { server_name: 'x', url: 'http://127.0.0.1:9/mcp' } });
+    const result = await client.callTool({
+      name: 'load_mcp_server',
+      arguments: { server_name: 'x', url: 'http://127.0.0.1:9/mcp' },
+    });
     expect(textOf(result)).toBe('No runtime loads in this deployment.');
     expect(logger.lines.some((line) => line.includes('"x"'))).toBe(false);
   });

@@ -28,7 +28,11 @@ export function loadQueries(): Query[] {
 }
 
 /** Builds an index over `tools`, copied `copies` times under distinct server names (for scale). */
-export async function buildIndex(options: { embedder?: Promise<Embedder | undefined>; copies?: number; tools?: CorpusTool[] }): Promise<ToolIndex> {
+export async function buildIndex(options: {
+  embedder?: Promise<Embedder | undefined>;
+  copies?: number;
+  tools?: CorpusTool[];
+}): Promise<ToolIndex> {
   const index = new ToolIndex(options.embedder);
   const tools = options.tools ?? loadCorpus();
   const servers = [...new Set(tools.map((tool) => tool.server))];
@@ -39,7 +43,13 @@ export async function buildIndex(options: { embedder?: Promise<Embedder | undefi
         name,
         tools
           .filter((tool) => tool.server === server)
-          .map((tool) => ({ name: `${name}__${tool.name}`, server: name, toolName: tool.name, description: tool.description, inputSchema: tool.inputSchema })),
+          .map((tool) => ({
+            name: `${name}__${tool.name}`,
+            server: name,
+            toolName: tool.name,
+            description: tool.description,
+            inputSchema: tool.inputSchema,
+          })),
       );
     }
   }
