@@ -1,0 +1,134 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { callTool, searchNames, textOf } from './helpers';
+import { connectHttpClient } from './http-client';
+
+const bin = 'bin/extensible-mcp.mjs';
+const offline = {
+  ...process.env,
+  EXTENSIBLE_MCP_OFFLINE: '1',
+  EXTENSIBLE_MCP_MODEL_DIR: join(tmpdir(), 'no-model-here'),
+};
+
+function run(args: string[]) {
+  return spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env: offline, timeout: 60_000 });
+}
+
+function writeConfig(config: unknown): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'emcp-cli-')), 'config.json');
+  writeFileSync(path, JSON.stringify(config));
+  return path;
+}
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((cleanup) => cleanup()));
+});
+
+describe('extensible-mcp CLI', () => {
+  it('--help documents every flag', () => {
+    const result = run(['--help']);
+    expect(result.status).toBe(0);
+    for (const flag of [
+      '--config',
+      '--http',
+      '--port',
+      '--host',
+      '--allowed-host',
+      '--call-timeout',
+      '--offline',
+      '--help',
+    ]) {
+      expect(result.stdout).toContain(flag);
+    }
+  });
+
+  it.each([
+    [
+      'a missing explicit config file',
+      ['--config', '/nonexistent/config.json'],
+      /\/nonexistent\/config\.json: config file not found/,
+    ],
+    [
+      'both command and url',
+      ['--config', writeConfig({ mcpServers: { x: { command: 'a', url: 'https://x.example' } } })],
+      /mcpServers\.x: expected exactly one of "command" \(stdio\) or "url"/,
+    ],
+    [
+      'an unknown key',
+      ['--config', writeConfig({ mcpServers: {}, extra: true })],
+      /\(root\): Unrecognized key: "extra"/,
+    ],
+    ['an unknown flag', ['--frobnicate'], /Unknown option '--frobnicate'/],
+  ])('exits 2 on %s and says what is wrong', (_name, args, message) => {
+    const result = run(args);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(message);
+  });
+
+  it('serves a real client over stdio: list, search, call', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [bin, '--config', 'examples/everything.json'],
+      env: offline as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'cli-smoke', version: '1.0.0' });
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
+      'search_tools',
+      'call_tool',
+      'load_mcp_server',
+    ]);
+    expect(await searchNames(client, 'echo back a message')).toContain('everything__echo');
+    expect(textOf(await callTool(client, 'everything__echo', { message: 'cli' }))).toBe('Echo: cli');
+    // The example config hides the trigger-* tools.
+    expect(await searchNames(client, 'trigger a sampling request', 50)).not.toContain(
+      'everything__trigger-sampling-request',
+    );
+  });
+
+  it('serves Streamable HTTP with --http on the loopback interface', async () => {
+    const child = spawn(process.execPath, [bin, '--config', 'examples/everything.json', '--http', '--port', '0'], {
+      env: offline,
+    });
+    cleanups.push(
+      () =>
+        new Promise((resolve) => {
+          child.once('exit', resolve);
+          child.kill('SIGTERM');
+        }),
+    );
+    const url = await new Promise<string>((resolve, reject) => {
+      let seen = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        seen += chunk.toString();
+        const match = /serving Streamable HTTP at (\S+)/.exec(seen);
+        if (match?.[1]) resolve(match[1]);
+      });
+      child.once('exit', () => reject(new Error(`exited early: ${seen}`)));
+    });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const client = await connectHttpClient(url);
+    cleanups.unshift(() => client.close());
+    expect(await searchNames(client, 'echo back a message')).toContain('everything__echo');
+    expect(textOf(await callTool(client, 'everything__echo', { message: 'http' }))).toBe('Echo: http');
+  });
+
+  it('says once that search is lexical-only when no model is available', () => {
+    const transport = spawnSync(process.execPath, [bin, '--config', writeConfig({ mcpServers: {} })], {
+      encoding: 'utf8',
+      env: offline,
+      input: '',
+      timeout: 60_000,
+    });
+    expect(transport.status).toBe(0);
+    expect(transport.stderr.match(/tool search is lexical-only/g)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,9 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+/** A real SDK client connected to an MCP endpoint over Streamable HTTP. */
+export async function connectHttpClient(url: string): Promise<Client> {
+  const client = new Client({ name: 'http-test-client', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  return client;
+}
