@@ -1,7 +1,15 @@
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { loadConfig, resolveConfigPath } from './config';
-import { createProxy } from './create-proxy';
+import { createProxy, type ExtensibleProxy } from './create-proxy';
+import {
+  acquirePidFile,
+  createTokenCredentials,
+  type HeldPidFile,
+  reloadServers,
+  resolveTokensPath,
+  runAddServer,
+} from './credentials/index';
 import { readProxyEnv } from './env';
 import { ProxyError } from './errors';
 import { proxyOptionsFromConfig } from './from-config';
@@ -14,6 +22,7 @@ const help = `extensible-mcp: an MCP proxy that enforces security in code, not i
 Usage:
   extensible-mcp [--config FILE] [--http [--port N] [--host H]] [options]
   extensible-mcp --config FILE.yaml      Transparent mode (mcp-elicitation-proxy config)
+  extensible-mcp add-server --name N --url U (--token-stdin | --token T) [--config FILE]
 
 Serves three meta-tools (search_tools, call_tool, load_mcp_server) over stdio (default) or
 Streamable HTTP at /mcp, in front of the MCP servers named in the config file.
@@ -31,10 +40,32 @@ Options:
   --offline            Never download the embedding model; use the staged one or lexical search.
   -h, --help           Show this help.
 
+add-server (add a Streamable HTTP server with a bearer token, without restarting the proxy):
+  --name N             Server name (letters, digits, "_", "-", "."; no "__"). An existing name is
+                       refused: add-server never re-points a server.
+  --url U              Its Streamable HTTP endpoint. The token is only ever sent to exactly this URL.
+  --token-stdin        Read the token from standard input (preferred).
+  --token T            The token as an argument (visible to other local users in the process list).
+  --config FILE        As above.
+  It first connects with the token and lists the tools (redirects are never followed; a redirect
+  is reported with its target), and only then writes the token to the tokens file (mode 0600,
+  atomic, other lines kept) and the server to the config. Then it sends SIGHUP to the proxy
+  running on that config (found through its pid file, FILE.pid), which connects and indexes the
+  new server in place. Exit codes: 0 added, 1 verification failed (nothing written), 2 bad usage
+  or config.
+
+Credentials: Streamable HTTP servers get "Authorization: Bearer <token>" from the tokens file
+(name=value lines, # comments, quotes stripped), read fresh on every request, and only when the
+URL is exactly the one configured for that name. A running proxy holds FILE.pid beside its
+config; a second proxy on the same config is refused. SIGHUP makes it re-read the config and
+connect servers it does not have yet.
+
 Environment:
   EXTENSIBLE_MCP_CONFIG     Config file when --config is not given.
   EXTENSIBLE_MCP_MODEL_DIR  Folder with Xenova/all-MiniLM-L6-v2 (default: the package's .models).
   EXTENSIBLE_MCP_OFFLINE=1  Same as --offline.
+  EXTENSIBLE_MCP_TOKENS_FILE  Tokens file (default: "tokens" beside the config). Relative to the
+                            config's folder, "~" expanded; if set, it must exist.
 
 Exit codes: 0 normal stop, 1 runtime failure, 2 bad usage or config.`;
 
@@ -69,11 +100,26 @@ function positiveInteger(value: string, flag: string): number | undefined {
 
 function waitForShutdown(onStop: () => Promise<void>, transportClosed?: Promise<void>): Promise<number> {
   return new Promise((resolve) => {
-    const stop = () => void onStop().then(() => resolve(0));
+    let stopping = false;
+    const stop = () => {
+      if (stopping) return;
+      stopping = true;
+      void onStop().then(() => resolve(0));
+    };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     void transportClosed?.then(stop);
   });
+}
+
+function logLine(line: string): void {
+  process.stderr.write(`[extensible-mcp] ${line}\n`);
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** A `--config` naming a YAML file selects transparent mode (SPEC §3.10). */
@@ -90,6 +136,17 @@ function transparentConfigFlag(argv: readonly string[]): boolean {
 
 /** The `extensible-mcp` command. Resolves with the process exit code when it stops. */
 export async function runCli(argv: string[]): Promise<number> {
+  if (argv[0] === 'add-server') {
+    return runAddServer({
+      argv: argv.slice(1),
+      env: readProxyEnv(),
+      io: {
+        readStdin,
+        out: (line) => process.stdout.write(`${line}\n`),
+        err: (line) => process.stderr.write(`${line}\n`),
+      },
+    });
+  }
   if (transparentConfigFlag(argv)) return runTransparentCli(argv);
   let parsed: ReturnType<typeof parseCliArgs>;
   try {
@@ -109,13 +166,27 @@ export async function runCli(argv: string[]): Promise<number> {
 
   const env = readProxyEnv();
   let proxyOptions: ReturnType<typeof proxyOptionsFromConfig>;
+  let configPath: string;
+  let tokensPath: string;
+  const configuredUrls = new Map<string, string>();
   try {
     const path = resolveConfigPath({
       ...(values.config !== undefined && { flag: values.config }),
       ...(env.configPath !== undefined && { env: env.configPath }),
     });
+    configPath = path;
     const config = loadConfig(path, env.variables);
     process.stderr.write(`[extensible-mcp] config: ${path}\n`);
+    const tokens = resolveTokensPath({
+      configPath: path,
+      ...(env.tokensFile !== undefined && { override: env.tokensFile }),
+    });
+    tokensPath = tokens.path;
+    // The path only: token values are never logged.
+    logLine(`tokens: ${tokens.path}${tokens.explicit ? ' (EXTENSIBLE_MCP_TOKENS_FILE)' : ''}`);
+    for (const [name, server] of Object.entries(config.servers)) {
+      if ('url' in server) configuredUrls.set(name, server.url);
+    }
     proxyOptions = proxyOptionsFromConfig(config);
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) {
@@ -130,25 +201,66 @@ export async function runCli(argv: string[]): Promise<number> {
     throw error;
   }
 
-  const proxy = createProxy({
+  // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
+  // is installed before the pid file exists, in the same tick, so a signal sent by add-server can
+  // never find the proxy without a handler (SIGHUP's default action would kill it). Reloads run
+  // one at a time, after start.
+  let proxy: ExtensibleProxy | undefined;
+  let reloading: Promise<unknown> = Promise.resolve();
+  const onHangup = () => {
+    logLine('SIGHUP: re-reading the config');
+    reloading = reloading.then(
+      () =>
+        proxy &&
+        reloadServers({ proxy, configPath, environment: env.variables, configuredUrls, log: logLine }).catch(
+          (error: unknown) => logLine(`reload failed: ${String(error)}`),
+        ),
+    );
+  };
+  process.on('SIGHUP', onHangup);
+  let pidFile: HeldPidFile;
+  try {
+    pidFile = acquirePidFile(configPath);
+  } catch (error) {
+    process.off('SIGHUP', onHangup);
+    if (error instanceof ProxyError) return usageError(error.message);
+    throw error;
+  }
+  const running = createProxy({
     ...proxyOptions,
     callTimeoutMs,
     embeddings: { modelDir: env.modelDir, allowRemote: !(values.offline || env.offline) },
+    credentials: createTokenCredentials({
+      tokensPath,
+      configuredUrl: (name) => configuredUrls.get(name),
+      log: logLine,
+    }),
   });
-  await proxy.start();
+  proxy = running;
+  const release = () => {
+    process.off('SIGHUP', onHangup);
+    pidFile.release();
+  };
+  const started = running.start();
+  reloading = started;
+  await started;
   if (values.http) {
-    const endpoint = await serveHttp(proxy, { host: values.host, port, allowedHosts: values['allowed-host'] ?? [] });
+    const endpoint = await serveHttp(running, { host: values.host, port, allowedHosts: values['allowed-host'] ?? [] });
     process.stderr.write(`[extensible-mcp] serving Streamable HTTP at ${endpoint.url}\n`);
     return waitForShutdown(async () => {
+      release();
       await endpoint.close();
-      await proxy.close();
+      await running.close();
     });
   }
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = resolve;
   });
-  await proxy.createServer().connect(transport);
+  await running.createServer().connect(transport);
   process.stdin.once('end', () => void transport.close());
-  return waitForShutdown(() => proxy.close(), closed);
+  return waitForShutdown(async () => {
+    release();
+    await running.close();
+  }, closed);
 }

@@ -7,6 +7,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import type { CredentialLookup } from './credentials/credentialed-fetch';
 import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 import { type Admission, Downstream, type DownstreamSpec } from './downstream';
 import { type Embedder, loadMiniLm } from './embedder';
@@ -77,6 +78,14 @@ export interface CreateProxyOptions {
   readonly discoveryStore?: DiscoveryStore;
   /** Per-call downstream timeout; default 60 s. */
   readonly callTimeoutMs?: number;
+  /** Timeout for connecting to a downstream and listing its tools; default 30 s. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Credentials for Streamable HTTP downstreams, asked per request with the server name and the
+   * exact URL, for configured servers and runtime `load_mcp_server` alike (SPEC §3.9). Without
+   * it every HTTP downstream is anonymous.
+   */
+  readonly credentials?: CredentialLookup;
 }
 
 /** What {@link ExtensibleProxy.start} managed to connect. */
@@ -271,12 +280,16 @@ export function createProxy(options: CreateProxyOptions = {}): ExtensibleProxy {
   function admit(name: string, spec: DownstreamSpec, admission: Admission): Downstream {
     const problem = nameProblem(name);
     if (problem) throw new ProxyError('invalid-name', `Invalid server name: ${problem}.`);
+    const lookup = options.credentials;
     const downstream = new Downstream({
       name,
       spec,
       admission,
       callTimeoutMs,
+      connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       log,
+      // Bound to this server's name: the lookup decides per URL whether a token is presented.
+      ...(lookup && spec.kind === 'http' && { credentials: (url: string) => lookup(name, url) }),
       onTools: (tools) =>
         index.replace(
           name,

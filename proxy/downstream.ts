@@ -10,6 +10,8 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { credentialRejected, mentionsAuthFailure, minutesSince } from './credentials/credential-rejected';
+import { credentialedFetch, type PresentedCredential, redactCredential } from './credentials/credentialed-fetch';
 import { ProxyError } from './errors';
 
 /** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
@@ -28,8 +30,6 @@ export type DownstreamSpec =
   | {
       readonly kind: 'http';
       readonly url: string;
-      /** Read on every (re)connection, so rotated credentials apply without a restart. */
-      readonly headers?: () => Record<string, string>;
     }
   | { readonly kind: 'in-process'; readonly server: LinkableServer };
 
@@ -43,9 +43,17 @@ export interface DownstreamOptions {
   readonly admission: Admission;
   /** Per-call timeout. */
   readonly callTimeoutMs: number;
+  /** Timeout for connecting and listing tools (a stdio child may take seconds to start). */
+  readonly connectTimeoutMs: number;
   /** Called with the full tool list after every (re)connection and `list_changed`. */
   readonly onTools: (tools: Tool[]) => void;
   readonly log: (line: string) => void;
+  /**
+   * The credential for a request to `url` (HTTP downstreams only), asked on every request so a
+   * rotated token applies to the next one. Supplied by the proxy, never by the spec: the lookup
+   * is the single place that decides whether a URL gets a token (SPEC §3.9).
+   */
+  readonly credentials?: (url: string) => PresentedCredential | undefined;
 }
 
 /**
@@ -71,7 +79,7 @@ function isConnectionLost(error: unknown): boolean {
   return error instanceof McpError && error.code === ErrorCode.ConnectionClosed;
 }
 
-function describe(error: unknown): string {
+function describeRaw(error: unknown): string {
   if (error instanceof ProxyError) return error.message;
   if (error instanceof Error) return error.message;
   return String(error);
@@ -89,6 +97,8 @@ export class Downstream {
   #client: Client | undefined;
   #connecting: Promise<Client> | undefined;
   #closedByUs = false;
+  /** What the latest HTTP request carried: an MCP-level auth error is blamed on it. */
+  #presented: PresentedCredential | undefined;
 
   constructor(options: DownstreamOptions) {
     this.name = options.name;
@@ -128,11 +138,11 @@ export class Downstream {
         this.#options.onTools(await this.#listTools(client));
         this.#options.log(`server "${this.name}": tool list changed, re-indexed`);
       } catch (error) {
-        this.#options.log(`server "${this.name}": re-listing tools failed: ${describe(error)}`);
+        this.#options.log(`server "${this.name}": re-listing tools failed: ${this.#describe(error)}`);
       }
     });
     try {
-      await client.connect(transport, { timeout: this.#options.callTimeoutMs });
+      await client.connect(transport, { timeout: this.#options.connectTimeoutMs });
       const tools = await this.#listTools(client);
       this.#client = client;
       this.#options.onTools(tools);
@@ -140,7 +150,9 @@ export class Downstream {
     } catch (error) {
       await client.close().catch(() => undefined);
       if (error instanceof ProxyError) throw error;
-      throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${describe(error)}`, {
+      const rejected = this.#authFailure(error);
+      if (rejected) throw rejected;
+      throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${this.#describe(error)}`, {
         cause: error,
       });
     }
@@ -163,11 +175,20 @@ export class Downstream {
         });
         return transport;
       }
-      case 'http':
+      case 'http': {
+        const lookup = this.#options.credentials;
+        if (!lookup) return new StreamableHTTPClientTransport(new URL(spec.url), { fetch: fetchWithoutRedirects });
         return new StreamableHTTPClientTransport(new URL(spec.url), {
-          fetch: fetchWithoutRedirects,
-          requestInit: { headers: spec.headers?.() ?? {} },
+          fetch: credentialedFetch({
+            fetch: fetchWithoutRedirects,
+            credential: lookup,
+            onPresented: (credential) => {
+              this.#presented = credential;
+            },
+            onRejected: (status, credential) => this.#rejected(status, credential),
+          }),
         });
+      }
       case 'in-process': {
         const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
         // The server side is linked before the client starts talking.
@@ -182,7 +203,7 @@ export class Downstream {
     let cursor: string | undefined;
     do {
       const page = await client.listTools(cursor === undefined ? {} : { cursor }, {
-        timeout: this.#options.callTimeoutMs,
+        timeout: this.#options.connectTimeoutMs,
       });
       tools.push(...page.tools);
       cursor = page.nextCursor;
@@ -216,8 +237,30 @@ export class Downstream {
     return result as CallToolResult;
   }
 
+  #rejected(status: number | undefined, credential: PresentedCredential): ProxyError {
+    return credentialRejected({
+      server: this.name,
+      status,
+      unchangedMinutes: minutesSince(credential.unchangedSince, Date.now()),
+    });
+  }
+
+  /** An MCP error saying unauthorized/forbidden, from a server that was sent a token. */
+  #authFailure(error: unknown): ProxyError | undefined {
+    const credential = this.#presented;
+    if (!credential || !(error instanceof McpError) || !mentionsAuthFailure(error.message)) return undefined;
+    return this.#rejected(undefined, credential);
+  }
+
+  /** Error text for the model, with any echoed credential removed. */
+  #describe(error: unknown): string {
+    return redactCredential(describeRaw(error), this.#presented);
+  }
+
   #translate(error: unknown, tool: string): ProxyError {
     if (error instanceof ProxyError) return error;
+    const rejected = this.#authFailure(error);
+    if (rejected) return rejected;
     if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
       const seconds = Math.round(this.#options.callTimeoutMs / 100) / 10;
       return new ProxyError(
@@ -226,7 +269,7 @@ export class Downstream {
         { cause: error },
       );
     }
-    return new ProxyError('downstream-failed', `Server "${this.name}" failed on "${tool}": ${describe(error)}`, {
+    return new ProxyError('downstream-failed', `Server "${this.name}" failed on "${tool}": ${this.#describe(error)}`, {
       cause: error,
     });
   }

@@ -3,6 +3,11 @@ export interface Embedder {
   /** The model's name, for log lines and benchmark output. */
   readonly model: string;
   embed(texts: readonly string[]): Promise<Float32Array[]>;
+  /**
+   * Optional fast path: the dot product of `query` with every row of a row-major `matrix`, on
+   * the model's own runtime (SIMD). Without it the index computes them in JavaScript.
+   */
+  similarities?(matrix: Float32Array, query: Float32Array): Promise<Float32Array>;
 }
 
 /** Where and how to load all-MiniLM-L6-v2. */
@@ -25,7 +30,7 @@ export const miniLmModel = 'Xenova/all-MiniLM-L6-v2';
  */
 export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | undefined> {
   try {
-    const { env, pipeline } = await import('@huggingface/transformers');
+    const { env, matmul, pipeline, Tensor } = await import('@huggingface/transformers');
     if (options.modelDir) env.localModelPath = options.modelDir;
     env.allowLocalModels = options.modelDir !== undefined;
     env.allowRemoteModels = options.allowRemote;
@@ -44,6 +49,15 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
         const [rows = 0, width = 0] = output.dims;
         const data = output.data as Float32Array;
         return Array.from({ length: rows }, (_, row) => data.slice(row * width, (row + 1) * width));
+      },
+      async similarities(matrix, query) {
+        const rows = matrix.length / query.length;
+        if (rows === 0) return new Float32Array(0);
+        const product = await matmul(
+          new Tensor('float32', matrix, [rows, query.length]),
+          new Tensor('float32', query, [query.length, 1]),
+        );
+        return product.data as Float32Array;
       },
     };
   } catch (error) {

@@ -5,6 +5,7 @@ const envSchema = z.object({
   EXTENSIBLE_MCP_CONFIG: z.string().min(1).optional(),
   EXTENSIBLE_MCP_MODEL_DIR: z.string().min(1).optional(),
   EXTENSIBLE_MCP_OFFLINE: z.enum(['0', '1', 'true', 'false']).optional(),
+  EXTENSIBLE_MCP_TOKENS_FILE: z.string().min(1).optional(),
 });
 
 /** The proxy CLI's environment, parsed once. */
@@ -14,6 +15,8 @@ export interface ProxyEnv {
   readonly modelDir: string;
   /** When true, the model is never fetched from its hub. */
   readonly offline: boolean;
+  /** `EXTENSIBLE_MCP_TOKENS_FILE` as given (resolved against the config folder later). */
+  readonly tokensFile: string | undefined;
   /** The raw environment, for `$VAR` references in stdio `env` blocks. */
   readonly variables: Readonly<Record<string, string | undefined>>;
 }
@@ -25,6 +28,7 @@ export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): Prox
     configPath: parsed.EXTENSIBLE_MCP_CONFIG,
     modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../.models', import.meta.url)),
     offline: parsed.EXTENSIBLE_MCP_OFFLINE === '1' || parsed.EXTENSIBLE_MCP_OFFLINE === 'true',
+    tokensFile: parsed.EXTENSIBLE_MCP_TOKENS_FILE,
     variables: environment,
   };
 }

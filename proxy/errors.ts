@@ -9,6 +9,10 @@ export const proxyErrorCodes = [
   'downstream-redirect',
   'downstream-failed',
   'load-failed',
+  'tokens-not-found',
+  'credential-invalid',
+  'credential-rejected',
+  'proxy-already-running',
 ] as const;
 
 /** One of {@link proxyErrorCodes}. */

@@ -10,6 +10,30 @@ export {
   type ProxyLogger,
   type StartReport,
 } from './create-proxy';
+export {
+  acquirePidFile,
+  addServerToConfig,
+  bindingUrl,
+  type CredentialLookup,
+  checkPidFile,
+  createTokenCredentials,
+  credentialRejected,
+  type PidFileCheck,
+  type PresentedCredential,
+  parseTokens,
+  pidFilePath,
+  processStartTime,
+  readTokensFile,
+  reloadServers,
+  resolveTokensPath,
+  runAddServer,
+  sameServerUrl,
+  signalRunningProxy,
+  type TokenCredentialsOptions,
+  type Verification,
+  verifyServer,
+  writeToken,
+} from './credentials/index';
 export { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 export {
   type Admission,
@@ -19,6 +43,7 @@ export {
   type LinkableServer,
 } from './downstream';
 export { type Embedder, loadMiniLm, miniLmModel } from './embedder';
+export { type ProxyEnv, readProxyEnv } from './env';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
 export { type AccessControlOptions, accessControl } from './filters/access-control';
 export { discoveryGate } from './filters/discovery-gate';

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import MiniSearch from 'minisearch';
 import type { Embedder } from './embedder';
 import type { SearchHit } from './pipeline';
+import { VectorStore } from './vector-store';
 
 /** A tool as the index holds it. */
 export interface IndexedTool {
@@ -23,7 +24,8 @@ export type IndexMode = 'loading' | 'hybrid' | 'lexical';
 const semanticWeight = 0.8;
 /** Below this cosine a tool is no semantic candidate, so nonsense queries find nothing. */
 const minCosine = 0.1;
-const embedBatchSize = 32;
+/** One text per inference: on CPU, padding a batch to its longest text costs more than batching saves (measured). */
+const embedBatchSize = 1;
 const stopWords = new Set(
   'a an and are as at be by can do for from how i in into is it me my of on or please some that the this to use using want with you your'.split(
     ' ',
@@ -71,12 +73,7 @@ export function indexText(tool: IndexedTool): string {
   return `${tool.name}: ${description}.${parameters.length > 0 ? ` Parameters: ${parameters.join(', ')}` : ''}`;
 }
 
-function cosine(a: Float32Array, b: Float32Array): number {
-  let sum = 0;
-  for (let i = 0; i < a.length; i++) sum += (a[i] ?? 0) * (b[i] ?? 0);
-  return sum;
-}
-
+/** Dot product of two unit vectors of the same length (the hot loop of semantic search). */
 /**
  * The hybrid tool index (SPEC §3.3): BM25 (MiniSearch) over each tool's index text plus cosine
  * similarity of MiniLM embeddings, fused by reciprocal rank. The model loads in the background;
@@ -85,7 +82,7 @@ function cosine(a: Float32Array, b: Float32Array): number {
 export class ToolIndex {
   readonly #tools = new Map<string, IndexedTool & { readonly text: string }>();
   readonly #groups = new Map<string, string[]>();
-  readonly #vectors = new Map<string, Float32Array>();
+  readonly #vectors = new VectorStore();
   readonly #queryVectors = new LRUCache<string, Float32Array>({ max: 512 });
   readonly #lexical = new MiniSearch<{ id: string; name: string; text: string }>({
     fields: ['name', 'text'],
@@ -167,6 +164,18 @@ export class ToolIndex {
     const embedder = this.#embedder;
     if (!embedder) return;
     const missing = [...this.#tools.values()].filter((tool) => !this.#vectors.has(tool.name));
+    if (missing.length === 0) return;
+    // onnxruntime's native inference does not hold the event loop open: without this timer a
+    // process with nothing else pending would exit in the middle of indexing.
+    const keepAlive = setInterval(() => undefined, 60_000);
+    try {
+      await this.#embed(embedder, missing);
+    } finally {
+      clearInterval(keepAlive);
+    }
+  }
+
+  async #embed(embedder: Embedder, missing: readonly (IndexedTool & { readonly text: string })[]): Promise<void> {
     for (let start = 0; start < missing.length; start += embedBatchSize) {
       const batch = missing.slice(start, start + embedBatchSize);
       const vectors = await embedder.embed(batch.map((tool) => tool.text));
@@ -212,13 +221,18 @@ export class ToolIndex {
         similarity,
       });
     if (queryVector) {
-      for (const [name, vector] of this.#vectors) {
-        const tool = this.#tools.get(name);
-        const similarity = cosine(queryVector, vector);
+      const similarities = embedder?.similarities
+        ? await embedder.similarities(this.#vectors.matrix(), queryVector)
+        : this.#vectors.dot(queryVector);
+      similarities.forEach((similarity, row) => {
+        const name = this.#vectors.nameAt(row);
+        if (name === undefined) return;
         const bm25 = lexical.get(name) ?? 0;
-        if (!tool || (similarity < minCosine && bm25 === 0)) continue;
-        push(tool, semanticWeight * Math.max(0, similarity) + (1 - semanticWeight) * bm25, Math.max(0, similarity));
-      }
+        if (similarity < minCosine && bm25 === 0) return;
+        const tool = this.#tools.get(name);
+        if (tool)
+          push(tool, semanticWeight * Math.max(0, similarity) + (1 - semanticWeight) * bm25, Math.max(0, similarity));
+      });
       // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
       for (const [name, bm25] of lexical) {
         const tool = this.#tools.get(name);

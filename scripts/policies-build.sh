@@ -45,11 +45,12 @@ rego_package_path() {
 }
 
 # Every compile target: "<rego source> <wasm output (relative)> <entrypoint names...>".
+# Bundles also get `decision` (the three documents in one evaluation; the host prefers it).
 list_targets() {
   local bundle
   for bundle in "$ROOT"/policies/*/; do
     [ -f "$bundle/policy.rego" ] || continue
-    echo "${bundle%/}/policy.rego ${bundle#"$ROOT"/}policy.wasm allow failed_checks deny_reason"
+    echo "${bundle%/}/policy.rego ${bundle#"$ROOT"/}policy.wasm allow failed_checks deny_reason decision"
   done
   local example
   for example in "$ROOT"/examples/*.rego; do

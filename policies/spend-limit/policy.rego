@@ -54,6 +54,14 @@ failed_checks contains id if {
 
 deny_reason := concat("", ["spend_limit denied: ", concat(", ", sort([id | some id in failed_checks]))]) if not allow
 
+# The three documents above in one evaluation, so the host runs the policy once per decision.
+# deny_reason is undefined on allow, so it travels as a list of zero or one reason.
+decision := {
+	"allow": allow,
+	"failed_checks": failed_checks,
+	"deny_reason": [reason | reason := deny_reason],
+}
+
 # --- evidence: verify first, then decode the very bytes that verified ---
 
 default requester_signature := false

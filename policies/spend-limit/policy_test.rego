@@ -40,3 +40,15 @@ test_deny_reason_only_on_denial if {
 	c.expect.decision == "allow"
 	not spend_limit.deny_reason with input as c.input
 }
+
+# The host evaluates `decision` alone: it must say exactly what the three documents say.
+decision_mismatches_documents contains c.name if {
+	some c in spend_limit_cases
+	got := spend_limit.decision with input as c.input
+	allow := spend_limit.allow with input as c.input
+	failed := spend_limit.failed_checks with input as c.input
+	reasons := [reason | reason := spend_limit.deny_reason with input as c.input]
+	got != {"allow": allow, "failed_checks": failed, "deny_reason": reasons}
+}
+
+test_decision_equals_the_three_documents if count(decision_mismatches_documents) == 0

@@ -107,7 +107,8 @@ export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
       guard: guard === undefined ? undefined : compile(`guard ${id}`, guard),
     };
   });
-  const tiers = spec.tiers.map((tier) => tier.checks);
+  // Tiers as positions in `checks`, so an evaluation fills one boolean array and looks nothing up by name.
+  const tiers = spec.tiers.map((tier) => tier.checks.map((id) => checks.findIndex((check) => check.id === id)));
 
   /** A check or guard must produce a boolean; anything else is an engine error, not a quiet false. */
   const asBoolean = (value: unknown, where: string): boolean => {
@@ -124,13 +125,15 @@ export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
       try {
         const activation: Record<string, unknown> = { input };
         for (const binding of bindings) activation[binding.name] = binding.expression(activation);
-        const results = new Map<string, boolean>();
+        const passed: boolean[] = [];
+        const failedChecks: string[] = [];
         for (const check of checks) {
           const guarded = check.guard === undefined || asBoolean(check.guard(activation), `guard ${check.id}`);
-          results.set(check.id, guarded && asBoolean(check.expression(activation), `check ${check.id}`));
+          const result = guarded && asBoolean(check.expression(activation), `check ${check.id}`);
+          passed.push(result);
+          if (!result) failedChecks.push(check.id);
         }
-        const allow = tiers.some((tier) => tier.every((id) => results.get(id) === true));
-        const failedChecks = [...results].filter(([, passed]) => !passed).map(([id]) => id);
+        const allow = tiers.some((tier) => tier.every((position) => passed[position] === true));
         raw = { kind: 'result', allow, failedChecks, denyReason: undefined };
       } catch (error) {
         raw = { kind: 'fault', error };

@@ -78,5 +78,14 @@ describe('host builtins', () => {
       expect(() => createHostBuiltins().verifyWebauthn(...assertion(), jwk)).toThrow(/rpId/);
       expect(() => builtins.verifyWebauthn(...assertion(), party.jwk)).toThrow(/P-256/);
     });
+
+    it('never reuses a key cached by its JSON text for the other algorithm', () => {
+      const text = JSON.stringify(jwk);
+      expect(builtins.verifyWebauthn(...assertion(), text)).toBe(true);
+      expect(() => builtins.jwtVerifyEddsa(signCompact(party, '{}'), text)).toThrow(/Ed25519/);
+      const edText = JSON.stringify(party.jwk);
+      expect(builtins.jwtVerifyEddsa(signCompact(party, '{}'), edText)).toBe(true);
+      expect(() => builtins.verifyWebauthn(...assertion(), edText)).toThrow(/P-256/);
+    });
   });
 });

@@ -65,12 +65,17 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
 
   /** Imports a JWK, throwing `builtin_failed`: a malformed configured key is an operator fault, not a denial. */
   function importKey(jwk: unknown, kind: 'Ed25519' | 'P-256'): KeyObject {
+    // Rego passes the key as JSON text: the same configured key on every call is found by that text
+    // before any parsing. Only text that validated below is ever stored under it.
+    const textKey = typeof jwk === 'string' ? `${kind} ${jwk}` : undefined;
+    const cachedByText = textKey === undefined ? undefined : keyCache.get(textKey);
+    if (cachedByText) return cachedByText;
     const parsed = typeof jwk === 'string' ? safeJsonParse(jwk) : { ok: true as const, value: jwk };
     const candidate = parsed.ok ? toPlain(parsed.value) : undefined;
     const schema = kind === 'Ed25519' ? ed25519JwkSchema : p256JwkSchema;
     const result = schema.safeParse(candidate);
     if (!result.success) throw new PolicyError('builtin_failed', `malformed ${kind} public key`);
-    const cacheKey = JSON.stringify(result.data);
+    const cacheKey = textKey ?? `${kind} ${JSON.stringify(result.data)}`;
     const cached = keyCache.get(cacheKey);
     if (cached) return cached;
     let key: KeyObject;

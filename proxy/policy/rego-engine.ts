@@ -10,7 +10,8 @@ export interface RegoEngineOptions {
   readonly wasm: Uint8Array;
   /**
    * Rego package (`spend_limit` or `a.b`); entrypoints are `<pkg>/allow`, `<pkg>/failed_checks`,
-   * `<pkg>/deny_reason`. When omitted, it is read from the module's single `…/allow` entrypoint.
+   * `<pkg>/deny_reason`, and optionally `<pkg>/decision` (all three in one document). When omitted,
+   * it is read from the module's single `…/allow` entrypoint.
    */
   readonly packageName?: string;
   readonly builtins: HostBuiltins;
@@ -91,13 +92,33 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
   }
   const failedChecksEntrypoint = failedChecksName in internals.entrypoints ? failedChecksName : undefined;
   const denyReasonEntrypoint = denyReasonName in internals.entrypoints ? denyReasonName : undefined;
+  const decisionName = `${prefix}/decision`;
+  const decisionEntrypoint = decisionName in internals.entrypoints ? decisionName : undefined;
 
-  /** First result of an entrypoint, or undefined when the document is undefined. */
+  /**
+   * First result of an entrypoint, or undefined when the document is undefined. Each call is one
+   * `opa_eval`, which resets the heap pointer first: memory stays flat however many calls run.
+   */
   function query(input: unknown, entrypoint: string): unknown {
     const resultSet: unknown = policy.evaluate(input, entrypoint);
     if (!Array.isArray(resultSet) || resultSet.length === 0) return undefined;
     const first: unknown = resultSet[0];
     return typeof first === 'object' && first !== null && 'result' in first ? first.result : undefined;
+  }
+
+  /**
+   * Without a `decision` entrypoint: `allow` first, since an allow needs nothing more; the other
+   * documents are only for explaining a denial (two more evaluations).
+   */
+  function separateDocuments(input: unknown): RawEngineResult {
+    const allow = query(input, allowEntrypoint);
+    if (allow === true) return { kind: 'result', allow, failedChecks: [], denyReason: undefined };
+    return {
+      kind: 'result',
+      allow,
+      failedChecks: failedChecksEntrypoint ? query(input, failedChecksEntrypoint) : undefined,
+      denyReason: denyReasonEntrypoint ? query(input, denyReasonEntrypoint) : undefined,
+    };
   }
 
   return {
@@ -107,17 +128,7 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
     async evaluate(input: unknown): Promise<PolicyOutcome> {
       let raw: RawEngineResult;
       try {
-        const allow = query(input, allowEntrypoint);
-        // An allow needs nothing more; the other documents are only for explaining a denial.
-        raw =
-          allow === true
-            ? { kind: 'result', allow, failedChecks: [], denyReason: undefined }
-            : {
-                kind: 'result',
-                allow,
-                failedChecks: failedChecksEntrypoint ? query(input, failedChecksEntrypoint) : undefined,
-                denyReason: denyReasonEntrypoint ? query(input, denyReasonEntrypoint) : undefined,
-              };
+        raw = decisionEntrypoint ? decisionDocument(query(input, decisionEntrypoint)) : separateDocuments(input);
       } catch (error) {
         // Traps, opa_abort strings and builtin exceptions all land here: an error, never a deny.
         raw = { kind: 'fault', error };
@@ -125,6 +136,16 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
       return normaliseOutcome(raw);
     },
   };
+}
+
+/**
+ * Reads `<pkg>/decision` (`{allow, failed_checks, deny_reason}`): the whole decision from one
+ * evaluation instead of three. Anything that is not an object leaves `allow` undefined, so the
+ * normaliser denies (fail closed).
+ */
+function decisionDocument(document: unknown): RawEngineResult {
+  const fields = (typeof document === 'object' && document !== null ? document : {}) as Record<string, unknown>;
+  return { kind: 'result', allow: fields.allow, failedChecks: fields.failed_checks, denyReason: fields.deny_reason };
 }
 
 /** The package path of the one `<pkg>/allow` entrypoint; zero or several is a load error. */

@@ -88,6 +88,28 @@ describe('engines decide the shared table identically', () => {
   });
 });
 
+describe('rego decision document', () => {
+  it('explains a denial from the one `decision` evaluation: every failed check and the deny_reason', async () => {
+    const engine = await loadRegoEngine({ wasm: readFileSync(bundleFile('policy.wasm')), builtins });
+    const failedChecks = [
+      'approver_bound',
+      'approver_issuer',
+      'approver_present',
+      'approver_signature',
+      'approver_window',
+      'requester_bound',
+      'requester_issuer',
+      'requester_signature',
+      'requester_window',
+    ];
+    expect(await engine.evaluate(byName('garbage token').input)).toEqual({
+      decision: 'deny',
+      failedChecks,
+      reasons: [`spend_limit denied: ${failedChecks.join(', ')}`],
+    });
+  });
+});
+
 describe('engine faults', () => {
   it('refuses at load a WASM module importing a builtin the host does not register', async () => {
     const wasm = readFileSync(new URL('./fixtures/unknown-builtin.wasm', import.meta.url));

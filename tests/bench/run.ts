@@ -1,0 +1,178 @@
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { createProxy, type DownstreamSpec, type Embedder, loadMiniLm } from '../../proxy/index';
+import { createFixtureServer } from '../fixtures/fixture-server';
+import { connectClient } from '../proxy/helpers';
+import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
+import { type Latency, measure } from './measure';
+import { policyBench } from './policy-bench';
+
+// `npm run bench`: every performance figure of the project, as one JSON document on stdout,
+// comparisons side by side in one run. Progress goes to stderr.
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+const quiet = { info: () => undefined, error: (line: string) => log(line) };
+const modelDir = fileURLToPath(new URL('../../.models', import.meta.url));
+
+/**
+ * The 1 000- and 10 000-tool indexes are the real corpus copied under numbered server names
+ * (`github7__create_issue`). Copies differ from their original only in that number, so this
+ * embedder embeds each original text once and reuses its vector for the copies: only search
+ * latency is measured at those sizes, and it does not depend on the vectors' values.
+ */
+function copyAwareEmbedder(base: Promise<Embedder | undefined>): Promise<Embedder | undefined> {
+  const cache = new Map<string, Float32Array>();
+  return base.then(
+    (embedder) =>
+      embedder && {
+        model: embedder.model,
+        ...(embedder.similarities && { similarities: embedder.similarities.bind(embedder) }),
+        async embed(texts) {
+          const originals = texts.map((text) => text.replace(/^([a-z_-]+?)\d+__/, '$1__'));
+          const missing = [...new Set(originals.filter((text) => !cache.has(text)))];
+          const vectors = await embedder.embed(missing);
+          missing.forEach((text, position) => {
+            const vector = vectors[position];
+            if (vector) cache.set(text, vector);
+          });
+          return originals.map((text) => cache.get(text) ?? new Float32Array());
+        },
+      },
+  );
+}
+
+async function searchLatency(
+  embedder: Promise<Embedder | undefined> | undefined,
+  toolCount: number,
+): Promise<Latency & { mode: string; tools: number }> {
+  const corpus = loadCorpus();
+  const proxy = createProxy({ embeddings: embedder ? { embedder } : false, logger: quiet });
+  // Scale the real corpus by copying it under distinct server names.
+  for (let copy = 0; proxy.index.size < toolCount; copy++) {
+    for (const server of new Set(corpus.map((tool) => tool.server))) {
+      const name = copy === 0 ? server : `${server}${copy}`;
+      const tools = corpus
+        .filter((tool) => tool.server === server)
+        .map((tool) => ({ ...tool, name: `${name}__${tool.name}`, server: name, toolName: tool.name }));
+      proxy.index.replace(name, tools);
+    }
+  }
+  await proxy.index.settled();
+  const client = await connectClient(proxy);
+  const queries = loadQueries().map((query) => query.query);
+  const latency = await measure(
+    (iteration) => client.callTool({ name: 'search_tools', arguments: { query: queries[iteration % queries.length] } }),
+    {
+      iterations: queries.length,
+      warmup: 5,
+    },
+  );
+  await client.close();
+  await proxy.close();
+  return { mode: proxy.index.mode, tools: proxy.index.size, ...latency };
+}
+
+async function callOverhead(kind: 'in-memory' | 'stdio', iterations: number) {
+  const stdio: DownstreamSpec = {
+    kind: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', 'tests/fixtures/stdio-fixture-server.ts'],
+  };
+  // Direct: a client talking to the downstream itself.
+  const direct = new Client({ name: 'bench-direct', version: '1' });
+  if (kind === 'in-memory') {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await createFixtureServer().connect(serverSide);
+    await direct.connect(clientSide);
+  } else {
+    await direct.connect(
+      new StdioClientTransport({ command: stdio.command, args: [...(stdio.args ?? [])], stderr: 'ignore' }),
+    );
+  }
+  // Proxied: a client talking to the proxy, which calls the same kind of downstream.
+  const proxy = createProxy({
+    embeddings: false,
+    logger: quiet,
+    servers: { fixture: kind === 'in-memory' ? { kind: 'in-process', server: createFixtureServer() } : stdio },
+  });
+  await proxy.start();
+  const client = await connectClient(proxy);
+  await client.callTool({ name: 'search_tools', arguments: { query: 'echoes back the message' } });
+  const arguments_ = { message: 'benchmark' };
+  const directLatency = await measure(() => direct.callTool({ name: 'echo', arguments: arguments_ }), {
+    iterations,
+    warmup: 200,
+  });
+  const proxiedLatency = await measure(
+    () => client.callTool({ name: 'call_tool', arguments: { tool_name: 'fixture__echo', arguments: arguments_ } }),
+    {
+      iterations,
+      warmup: 200,
+    },
+  );
+  await Promise.all([direct.close(), client.close()]);
+  await proxy.close();
+  return {
+    downstream: kind,
+    direct: directLatency,
+    proxied: proxiedLatency,
+    addedP50Us: Math.round((proxiedLatency.p50Us - directLatency.p50Us) * 10) / 10,
+    addedP95Us: Math.round((proxiedLatency.p95Us - directLatency.p95Us) * 10) / 10,
+  };
+}
+
+async function main() {
+  const model = loadMiniLm({ modelDir, allowRemote: false, log });
+  const embedder = copyAwareEmbedder(model);
+  const hybridAvailable = (await model) !== undefined;
+  if (!hybridAvailable) log('no staged model: hybrid figures are skipped (run `npm run model:stage`)');
+
+  log('retrieval quality');
+  const retrieval = {
+    lexical: await evaluateRetrieval(await buildIndex({})),
+    ...(hybridAvailable && { hybrid: await evaluateRetrieval(await buildIndex({ embedder: model })) }),
+  };
+
+  const search: Record<string, unknown>[] = [];
+  for (const tools of [100, 1_000, 10_000]) {
+    log(`search_tools latency at ${tools} tools`);
+    search.push({ ranking: 'lexical', ...(await searchLatency(undefined, tools)) });
+    if (hybridAvailable) search.push({ ranking: 'hybrid', ...(await searchLatency(embedder, tools)) });
+  }
+
+  log('call_tool overhead (in-memory downstream)');
+  const inMemory = await callOverhead('in-memory', 3_000);
+  log('call_tool overhead (stdio downstream)');
+  const stdio = await callOverhead('stdio', 1_000);
+
+  log('policy evaluation');
+  const policy = await policyBench();
+
+  const hybridAt10k = search.find((entry) => entry.ranking === 'hybrid' && Number(entry.tools) >= 10_000) as
+    | Latency
+    | undefined;
+  const result = {
+    machine: { node: process.version, platform: `${process.platform}-${process.arch}` },
+    retrieval: Object.fromEntries(
+      Object.entries(retrieval).map(([mode, quality]) => [mode, { ...quality, misses: quality.misses.length }]),
+    ),
+    searchTools: search,
+    callToolOverhead: [inMemory, stdio],
+    policy,
+    targets: {
+      'call_tool added p50 <= 500 us (in-memory)': { value: inMemory.addedP50Us, met: inMemory.addedP50Us <= 500 },
+      'hybrid search_tools p95 <= 25 ms at 10 000 tools': {
+        value: hybridAt10k?.p95Us ?? null,
+        met: hybridAt10k !== undefined && hybridAt10k.p95Us <= 25_000,
+      },
+      'hybrid recall@5 >= 0.9': {
+        value: retrieval.hybrid?.recallAt5 ?? null,
+        met: (retrieval.hybrid?.recallAt5 ?? 0) >= 0.9,
+      },
+    },
+  };
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+}
+
+await main();

@@ -1,0 +1,57 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** The CLI entry, run as a real process. */
+export const bin = 'bin/extensible-mcp.mjs';
+
+/** Environment for CLI processes: offline, no embedding model, no inherited proxy settings. */
+export function cliEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !key.startsWith('EXTENSIBLE_MCP_')) env[key] = value;
+  }
+  return {
+    ...env,
+    EXTENSIBLE_MCP_OFFLINE: '1',
+    EXTENSIBLE_MCP_MODEL_DIR: join(tmpdir(), 'no-model-here'),
+    ...extra,
+  };
+}
+
+/** What a finished CLI process printed. */
+export interface CliResult {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the CLI to completion without blocking this process's event loop (the fixture servers
+ * the CLI talks to live in this process).
+ */
+export function runCli(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
+  return new Promise<CliResult>((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { env: options.env ?? cliEnv() });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.once('error', reject);
+    child.once('close', (status) => resolve({ status, stdout, stderr }));
+    child.stdin.end(options.input ?? '');
+  });
+}
+
+/** A fresh folder holding `config.json` with `config`. */
+export function configIn(config: unknown, text?: string): { folder: string; configPath: string } {
+  const folder = mkdtempSync(join(tmpdir(), 'emcp-cred-'));
+  const configPath = join(folder, 'config.json');
+  writeFileSync(configPath, text ?? `${JSON.stringify(config, null, 2)}\n`);
+  return { folder, configPath };
+}
