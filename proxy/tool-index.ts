@@ -204,12 +204,14 @@ export class ToolIndex {
    * tool take a slot.
    */
   async search(query: string): Promise<SearchHit[]> {
+    const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
+    // The query is embedded on the model runtime's own threads while BM25 runs here.
+    const pendingVector = embedder ? this.#queryVector(embedder, query) : undefined;
     const lexical = new Map<string, number>();
     const results = this.#lexical.search(query);
     const topLexical = results[0]?.score ?? 1;
     for (const result of results) lexical.set(result.id, result.score / topLexical);
-    const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
-    const queryVector = embedder ? await this.#queryVector(embedder, query) : undefined;
+    const queryVector = await pendingVector;
     const hits: SearchHit[] = [];
     const push = (tool: IndexedTool, score: number, similarity: number) =>
       hits.push({

@@ -74,7 +74,10 @@ compile_target() {
   for name in "$@"; do args+=(-e "$package_path/$name"); done
   local work
   work="$(mktemp -d)"
-  "$OPA" build -t wasm --capabilities "$capabilities" "${args[@]}" -o "$work/bundle.tar.gz" "$source"
+  # Build from the source's own folder with a relative file name: opa embeds the file name in
+  # the module, and the committed .wasm must not depend on (or reveal) where the checkout lives.
+  (cd "$(dirname "$source")" && "$OPA" build -t wasm --capabilities "$capabilities" "${args[@]}" \
+    -o "$work/bundle.tar.gz" "$(basename "$source")")
   mkdir -p "$(dirname "$output")"
   tar -xzPf "$work/bundle.tar.gz" -O /policy.wasm >"$output"
   rm -rf "$work"
