@@ -121,6 +121,42 @@ describe('extensible-mcp CLI', () => {
     expect(textOf(await callTool(client, 'everything__echo', { message: 'http' }))).toBe('Echo: http');
   });
 
+  it('enforces a configured rego_policy on calls', async () => {
+    const config = writeConfig({
+      mcpServers: {
+        fixture: {
+          command: process.execPath,
+          args: ['--import', 'tsx', `${process.cwd()}/tests/fixtures/stdio-fixture-server.ts`],
+        },
+      },
+      filters: { rego_policy: `${process.cwd()}/examples/deny_dangerous.rego` },
+    });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [bin, '--config', config],
+      env: offline as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'cli-rego', version: '1.0.0' });
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(await searchNames(client, 'echoes back the message')).toContain('fixture__echo');
+    expect(textOf(await callTool(client, 'fixture__echo', { message: 'hello' }))).toBe('echo: hello');
+    const refused = await callTool(client, 'fixture__echo', { message: 'sure: rm -rf / --no-preserve-root' });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/destructive shell or SQL command/);
+  });
+
+  it('runs transparent mode for a YAML config and exits 2 when it is invalid', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'emcp-yaml-')), 'bad.yaml');
+    writeFileSync(path, 'upstream:\n  url: https://x.example/mcp\n  command: also-this\n');
+    const result = run(['--config', path]);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(
+      /mcp-elicitation-proxy: Invalid configuration:\n.*bad\.yaml: upstream: set exactly one of upstream\.url/,
+    );
+  });
+
   it('says once that search is lexical-only when no model is available', () => {
     const transport = spawnSync(process.execPath, [bin, '--config', writeConfig({ mcpServers: {} })], {
       encoding: 'utf8',
