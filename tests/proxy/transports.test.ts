@@ -7,6 +7,7 @@ import {
   memoryDiscoveryStore,
   serveHttp,
 } from '../../proxy/index';
+import { createFixtureServer } from '../fixtures/fixture-server';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
 import { callTool, connectClient, memoryLogger, searchNames, textOf } from './helpers';
 import { connectHttpClient } from './http-client';
@@ -96,6 +97,38 @@ describe('stdio downstreams', () => {
     expect(report.connected).toEqual(['fixture']);
     expect(report.failed.map((failure) => failure.name)).toEqual(['broken']);
     expect(logger.lines.some((line) => line.startsWith('server "broken" failed to start'))).toBe(true);
+  });
+});
+
+describe('tool list changes', () => {
+  it('re-indexes a downstream when it announces list_changed', async () => {
+    const fixture = createFixtureServer();
+    let announced: () => void = () => undefined;
+    const reindexed = new Promise<void>((resolve) => {
+      announced = resolve;
+    });
+    const logger = memoryLogger();
+    const proxy = createProxy({
+      embeddings: false,
+      servers: { fixture: { kind: 'in-process', server: fixture } },
+      logger: {
+        ...logger,
+        info: (line) => {
+          logger.info(line);
+          if (line.includes('tool list changed, re-indexed')) announced();
+        },
+      },
+    });
+    cleanups.push(() => proxy.close());
+    await proxy.start();
+    const client = await connectClient(proxy);
+    expect(await searchNames(client, 'weather forecast for a city')).toEqual([]);
+    fixture.registerTool('forecast', { description: 'Weather forecast for a city' }, () => ({
+      content: [{ type: 'text', text: 'sunny' }],
+    }));
+    await reindexed;
+    expect(await searchNames(client, 'weather forecast for a city')).toContain('fixture__forecast');
+    expect(textOf(await callTool(client, 'fixture__forecast'))).toBe('sunny');
   });
 });
 
