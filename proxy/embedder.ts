@@ -37,6 +37,9 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
     const extractor = await pipeline('feature-extraction', miniLmModel, {
       dtype: 'q8',
       device: 'cpu',
+      // One thread per inference: on a small machine a second thread costs more in
+      // synchronisation than it saves for a model this small, and it leaves a core for the proxy.
+      session_options: { intraOpNumThreads: 1 },
       progress_callback: (progress: { status: string; file?: string }) => {
         if (progress.status === 'done') options.log(`embedding model: loaded ${progress.file ?? miniLmModel}`);
       },

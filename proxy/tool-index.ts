@@ -226,15 +226,22 @@ export class ToolIndex {
       const similarities = embedder?.similarities
         ? await embedder.similarities(this.#vectors.matrix(), queryVector)
         : this.#vectors.dot(queryVector);
-      similarities.forEach((similarity, row) => {
-        const name = this.#vectors.nameAt(row);
-        if (name === undefined) return;
-        const bm25 = lexical.get(name) ?? 0;
-        if (similarity < minCosine && bm25 === 0) return;
+      const fuse = (name: string, similarity: number) => {
         const tool = this.#tools.get(name);
-        if (tool)
-          push(tool, semanticWeight * Math.max(0, similarity) + (1 - semanticWeight) * bm25, Math.max(0, similarity));
-      });
+        const cosine = Math.max(0, similarity);
+        if (tool) push(tool, semanticWeight * cosine + (1 - semanticWeight) * (lexical.get(name) ?? 0), cosine);
+      };
+      // Candidates: every tool above the cosine floor, plus every lexical match below it.
+      for (let row = 0; row < similarities.length; row++) {
+        const similarity = similarities[row] ?? 0;
+        const name = this.#vectors.nameAt(row);
+        if (name !== undefined && similarity >= minCosine) fuse(name, similarity);
+      }
+      for (const name of lexical.keys()) {
+        const row = this.#vectors.rowOf(name);
+        const similarity = row === undefined ? undefined : similarities[row];
+        if (similarity !== undefined && similarity < minCosine) fuse(name, similarity);
+      }
       // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
       for (const [name, bm25] of lexical) {
         const tool = this.#tools.get(name);

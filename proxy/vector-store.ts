@@ -52,6 +52,11 @@ export class VectorStore {
     return this.#matrix.subarray(0, this.#names.length * this.#width);
   }
 
+  /** The row holding `name`, if stored. */
+  rowOf(name: string): number | undefined {
+    return this.#rowOf.get(name);
+  }
+
   /** The name stored in `row`, or `undefined` for a free row. */
   nameAt(row: number): string | undefined {
     return this.#names[row];
