@@ -226,7 +226,10 @@ export function createProxy(options: CreateProxyOptions = {}): ExtensibleProxy {
   const logger = options.logger ?? stderrLogger;
   const log = (line: string) => logger.info(line);
   const callTimeoutMs = options.callTimeoutMs ?? 60_000;
-  const index = new ToolIndex(embedderFrom(options.embeddings, log));
+  const embedder = embedderFrom(options.embeddings, log);
+  // A model the proxy loaded itself is released with it; a shared one belongs to the caller.
+  const ownsEmbedder = embedder !== undefined && !(options.embeddings && 'embedder' in options.embeddings);
+  const index = new ToolIndex(embedder);
   void index.settled().then((mode) => {
     if (mode === 'hybrid') log('embedding model ready: search is hybrid (BM25 + MiniLM)');
   });
@@ -472,6 +475,7 @@ export function createProxy(options: CreateProxyOptions = {}): ExtensibleProxy {
     },
     async close() {
       await Promise.allSettled([...downstreams.values()].map((downstream) => downstream.close()));
+      if (ownsEmbedder) await (await embedder)?.close?.();
     },
   };
 }

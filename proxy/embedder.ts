@@ -1,3 +1,5 @@
+import { Worker } from 'node:worker_threads';
+
 /** Turns texts into unit-length sentence embeddings. */
 export interface Embedder {
   /** The model's name, for log lines and benchmark output. */
@@ -8,6 +10,8 @@ export interface Embedder {
    * the model's own runtime (SIMD). Without it the index computes them in JavaScript.
    */
   similarities?(matrix: Float32Array, query: Float32Array): Promise<Float32Array>;
+  /** Releases the model (stops its thread). */
+  close?(): Promise<void>;
 }
 
 /** Where and how to load all-MiniLM-L6-v2. */
@@ -23,49 +27,80 @@ export interface MiniLmOptions {
 /** The model the index uses: all-MiniLM-L6-v2 in its ONNX export. */
 export const miniLmModel = 'Xenova/all-MiniLM-L6-v2';
 
+type WorkerMessage =
+  | { readonly log: string }
+  | { readonly ready: true }
+  | { readonly failed: string }
+  | { readonly id: number; readonly vectors: Float32Array[] }
+  | { readonly id: number; readonly error: string };
+
 /**
- * Loads all-MiniLM-L6-v2 with transformers.js (ONNX runtime, CPU), int8 weights. Resolves to
- * `undefined`, after one clear log line, when the model cannot be loaded (offline, no cache):
- * the caller then runs lexical-only and nothing else changes.
+ * Loads all-MiniLM-L6-v2 with transformers.js (ONNX runtime, CPU, int8 weights) in a worker
+ * thread (`embedding-worker.mjs`). Resolves to `undefined`, after one clear log line, when the
+ * model cannot be loaded (offline, no cache): the caller then runs lexical-only and nothing else
+ * changes. The worker holds the process open only while a request is in flight.
  */
 export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | undefined> {
-  try {
-    const { env, matmul, pipeline, Tensor } = await import('@huggingface/transformers');
-    if (options.modelDir) env.localModelPath = options.modelDir;
-    env.allowLocalModels = options.modelDir !== undefined;
-    env.allowRemoteModels = options.allowRemote;
-    const extractor = await pipeline('feature-extraction', miniLmModel, {
-      dtype: 'q8',
-      device: 'cpu',
-      // One thread per inference: on a small machine a second thread costs more in
-      // synchronisation than it saves for a model this small, and it leaves a core for the proxy.
-      session_options: { intraOpNumThreads: 1 },
-      progress_callback: (progress: { status: string; file?: string }) => {
-        if (progress.status === 'done') options.log(`embedding model: loaded ${progress.file ?? miniLmModel}`);
-      },
-    });
-    return {
-      model: miniLmModel,
-      async embed(texts) {
-        if (texts.length === 0) return [];
-        const output = await extractor([...texts], { pooling: 'mean', normalize: true });
-        const [rows = 0, width = 0] = output.dims;
-        const data = output.data as Float32Array;
-        return Array.from({ length: rows }, (_, row) => data.slice(row * width, (row + 1) * width));
-      },
-      async similarities(matrix, query) {
-        const rows = matrix.length / query.length;
-        if (rows === 0) return new Float32Array(0);
-        const product = await matmul(
-          new Tensor('float32', matrix, [rows, query.length]),
-          new Tensor('float32', query, [query.length, 1]),
-        );
-        return product.data as Float32Array;
-      },
-    };
-  } catch (error) {
-    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+  const unavailable = (reason: string) => {
     options.log(`embedding model ${miniLmModel} unavailable (${reason}); tool search is lexical-only (BM25).`);
     return undefined;
+  };
+  let worker: Worker;
+  try {
+    worker = new Worker(new URL('./embedding-worker.mjs', import.meta.url), {
+      workerData: { model: miniLmModel, modelDir: options.modelDir, allowRemote: options.allowRemote },
+    });
+  } catch (error) {
+    return unavailable(error instanceof Error ? error.message : String(error));
   }
+  const pending = new Map<number, { resolve: (vectors: Float32Array[]) => void; reject: (error: Error) => void }>();
+  let nextId = 0;
+  const started = new Promise<string | undefined>((resolve) => {
+    worker.on('message', (message: WorkerMessage) => {
+      if ('log' in message) options.log(message.log);
+      else if ('ready' in message) resolve(undefined);
+      else if ('failed' in message) resolve(message.failed);
+      else {
+        const request = pending.get(message.id);
+        pending.delete(message.id);
+        if (pending.size === 0) worker.unref();
+        if ('vectors' in message) request?.resolve(message.vectors);
+        else request?.reject(new Error(`embedding failed: ${message.error}`));
+      }
+    });
+    worker.once('error', (error) => resolve(error.message));
+  });
+  const failure = await started;
+  if (failure !== undefined) {
+    await worker.terminate();
+    return unavailable(failure);
+  }
+  worker.unref();
+  worker.once('error', (error) => {
+    for (const request of pending.values()) request.reject(error);
+    pending.clear();
+  });
+  const { matmul, Tensor } = await import('@huggingface/transformers');
+  return {
+    model: miniLmModel,
+    embed(texts) {
+      if (texts.length === 0) return Promise.resolve([]);
+      const id = nextId++;
+      worker.ref();
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, texts: [...texts] });
+      });
+    },
+    async similarities(matrix, query) {
+      const rows = matrix.length / query.length;
+      if (rows === 0) return new Float32Array(0);
+      const product = await matmul(
+        new Tensor('float32', matrix, [rows, query.length]),
+        new Tensor('float32', query, [query.length, 1]),
+      );
+      return product.data as Float32Array;
+    },
+    close: () => worker.terminate().then(() => undefined),
+  };
 }

@@ -164,15 +164,7 @@ export class ToolIndex {
     const embedder = this.#embedder;
     if (!embedder) return;
     const missing = [...this.#tools.values()].filter((tool) => !this.#vectors.has(tool.name));
-    if (missing.length === 0) return;
-    // onnxruntime's native inference does not hold the event loop open: without this timer a
-    // process with nothing else pending would exit in the middle of indexing.
-    const keepAlive = setInterval(() => undefined, 60_000);
-    try {
-      await this.#embed(embedder, missing);
-    } finally {
-      clearInterval(keepAlive);
-    }
+    await this.#embed(embedder, missing);
   }
 
   async #embed(embedder: Embedder, missing: readonly (IndexedTool & { readonly text: string })[]): Promise<void> {

@@ -8,9 +8,17 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 // refused runtime load. No API key and no network are needed.
 const bold = (text: string) => (process.stdout.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
 
+/** Search results as `name (score)` lines; anything else as its text, clipped. */
 function show(result: unknown, limit = 600): string {
   const { content, isError } = result as CallToolResult;
   const text = content.map((block) => (block.type === 'text' ? block.text : `[${block.type}]`)).join('\n');
+  if (text.startsWith('{"query"') || text.startsWith('{\n  "query"')) {
+    const { search_mode, results } = JSON.parse(text) as {
+      search_mode: string;
+      results: { name: string; score: number }[];
+    };
+    return `OK (${search_mode}): ${results.map((hit) => `${hit.name} (${hit.score})`).join(', ')}`;
+  }
   const clipped = text.length > limit ? `${text.slice(0, limit)}…` : text;
   return `${isError ? 'REFUSED/ERROR' : 'OK'}: ${clipped}`;
 }
