@@ -30,6 +30,7 @@ import {
   runResponsePipeline,
   runSearchPipeline,
   type SearchFilter,
+  type SearchHit,
 } from './pipeline';
 import { type IndexedTool, ToolIndex } from './tool-index';
 
@@ -109,6 +110,8 @@ export interface ExtensibleProxy {
 }
 
 const defaultTopK = 5;
+/** How many ranked candidates the search filters see first (the window widens when they hide many). */
+const searchWindow = 200;
 const maxTopK = 50;
 
 /** Clamps `top_k` to 1..50: a non-positive or absurd value never returns the whole index. */
@@ -326,8 +329,14 @@ export function createProxy(options: CreateProxyOptions = {}): ExtensibleProxy {
     const parsed = searchInput.safeParse(args);
     if (!parsed.success) return inputError('search_tools', parsed.error);
     const query = { query: parsed.data.query, topK: clampTopK(parsed.data.top_k) };
-    const ranked = await index.search(query.query);
-    const visible = await runSearchPipeline(searchFilters, ranked, { query, context, reporter });
+    // Filters run before the top-k cut, over the best candidates in a window that widens until
+    // top_k survive or no candidate is left, so a hidden tool never displaces a visible one.
+    let visible: readonly SearchHit[] = [];
+    for (let window = Math.max(searchWindow, query.topK * 4); ; window *= 4) {
+      const ranked = await index.search(query.query, window);
+      visible = await runSearchPipeline(searchFilters, ranked, { query, context, reporter });
+      if (visible.length >= query.topK || ranked.length < window) break;
+    }
     const hits = visible.slice(0, query.topK);
     await store.remember(
       context.session,

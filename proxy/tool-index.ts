@@ -189,62 +189,66 @@ export class ToolIndex {
   }
 
   /**
-   * Ranks every candidate for `query`, best first: a tool is a candidate when BM25 matches it or
-   * its cosine similarity passes a small floor. The fused score is a convex combination of the
-   * cosine and the BM25 score normalised to the best lexical hit. The caller runs the search
-   * pipeline over the whole list and only then cuts it to top-k, so filters never let a hidden
-   * tool take a slot.
+   * The best `limit` candidates for `query`, best first (all of them without a limit). A tool is
+   * a candidate when BM25 matches it or its cosine similarity passes a small floor; the fused
+   * score is a convex combination of the cosine and the BM25 score normalised to the best lexical
+   * hit. Scores are computed for every candidate and only the best `limit` become hit objects.
    */
-  async search(query: string): Promise<SearchHit[]> {
+  async search(query: string, limit = Number.POSITIVE_INFINITY): Promise<SearchHit[]> {
     const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
-    // The query is embedded on the model runtime's own threads while BM25 runs here.
+    // The query is embedded on the model's thread while BM25 runs here.
     const pendingVector = embedder ? this.#queryVector(embedder, query) : undefined;
     const lexical = new Map<string, number>();
     const results = this.#lexical.search(query);
     const topLexical = results[0]?.score ?? 1;
     for (const result of results) lexical.set(result.id, result.score / topLexical);
     const queryVector = await pendingVector;
-    const hits: SearchHit[] = [];
-    const push = (tool: IndexedTool, score: number, similarity: number) =>
-      hits.push({
-        name: tool.name,
-        server: tool.server,
-        description: tool.description,
-        inputSchema: tool.inputSchema,
-        score,
-        similarity,
-      });
+    const names: string[] = [];
+    const scores: number[] = [];
+    const similarities: number[] = [];
+    const add = (name: string, score: number, similarity: number) => {
+      names.push(name);
+      scores.push(score);
+      similarities.push(similarity);
+    };
     if (queryVector) {
-      const similarities = embedder?.similarities
+      const cosines = embedder?.similarities
         ? await embedder.similarities(this.#vectors.matrix(), queryVector)
         : this.#vectors.dot(queryVector);
       const fuse = (name: string, similarity: number) => {
-        const tool = this.#tools.get(name);
         const cosine = Math.max(0, similarity);
-        if (tool) push(tool, semanticWeight * cosine + (1 - semanticWeight) * (lexical.get(name) ?? 0), cosine);
+        add(name, semanticWeight * cosine + (1 - semanticWeight) * (lexical.get(name) ?? 0), cosine);
       };
       // Candidates: every tool above the cosine floor, plus every lexical match below it.
-      for (let row = 0; row < similarities.length; row++) {
-        const similarity = similarities[row] ?? 0;
+      for (let row = 0; row < cosines.length; row++) {
+        const similarity = cosines[row] ?? 0;
         const name = this.#vectors.nameAt(row);
         if (name !== undefined && similarity >= minCosine) fuse(name, similarity);
       }
-      for (const name of lexical.keys()) {
-        const row = this.#vectors.rowOf(name);
-        const similarity = row === undefined ? undefined : similarities[row];
-        if (similarity !== undefined && similarity < minCosine) fuse(name, similarity);
-      }
-      // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
       for (const [name, bm25] of lexical) {
-        const tool = this.#tools.get(name);
-        if (tool && !this.#vectors.has(name)) push(tool, bm25, bm25);
+        const row = this.#vectors.rowOf(name);
+        const similarity = row === undefined ? undefined : cosines[row];
+        if (similarity !== undefined && similarity < minCosine) fuse(name, similarity);
+        // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
+        if (row === undefined) add(name, bm25, bm25);
       }
     } else {
-      for (const [name, bm25] of lexical) {
-        const tool = this.#tools.get(name);
-        if (tool) push(tool, bm25, bm25);
-      }
+      for (const [name, bm25] of lexical) add(name, bm25, bm25);
     }
-    return hits.sort((a, b) => b.score - a.score || (a.name < b.name ? -1 : 1));
+    // Only the best `limit` scores become objects: find the cut-off score on a typed copy.
+    let cutoff = Number.NEGATIVE_INFINITY;
+    if (limit < scores.length) {
+      const sorted = Float64Array.from(scores).sort();
+      cutoff = sorted[sorted.length - limit] ?? cutoff;
+    }
+    const hits: SearchHit[] = [];
+    scores.forEach((score, position) => {
+      const tool = score >= cutoff ? this.#tools.get(names[position] ?? '') : undefined;
+      if (!tool) return;
+      const { name, server, description, inputSchema } = tool;
+      hits.push({ name, server, description, inputSchema, score, similarity: similarities[position] ?? 0 });
+    });
+    hits.sort((a, b) => b.score - a.score || (a.name < b.name ? -1 : 1));
+    return hits.length > limit ? hits.slice(0, limit) : hits;
   }
 }

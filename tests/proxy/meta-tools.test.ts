@@ -176,6 +176,28 @@ describe('access control', () => {
     expect(names).toEqual(['fixture__account_summary']);
   });
 
+  it('widens the candidate window when filters hide more than it holds', async () => {
+    // 400 tools match better than the one visible tool; all of them are hidden.
+    const localTools = [
+      ...Array.from({ length: 400 }, (_, index) => ({
+        name: `secret_report_${index}`,
+        description: `Zebrafinch ledger ${index}: zebrafinch ledger`,
+        inputSchema: { type: 'object' as const },
+        handler: () => ({ content: [] }),
+      })),
+      {
+        name: 'public_summary',
+        description: 'A longer public summary that mentions the zebrafinch ledger once among many other words',
+        inputSchema: { type: 'object' as const },
+        handler: () => ({ content: [] }),
+      },
+    ];
+    const client = await connectClient(
+      await startProxy({ localTools, extraSearchFilters: [hideTools({ patterns: ['secret_*'] })] }),
+    );
+    expect(await searchNames(client, 'zebrafinch ledger', 1)).toEqual(['public_summary']);
+  });
+
   it('a tool hidden by the hide-tools search filter can be neither found nor called', async () => {
     const client = await connectClient(
       await startProxy({ extraSearchFilters: [hideTools({ patterns: ['*__whoami'] })] }),
