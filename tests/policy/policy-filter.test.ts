@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  FIXTURE_LIMIT_CENTS,
   FIXTURE_NOW,
   FIXTURE_PAYEE,
   fixtureParty,
   spendCredential,
+  spendLimitTrust,
 } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
 import type { CallFilter, CallRequest, FilterContext } from '../../proxy/pipeline';
 import {
@@ -23,11 +23,7 @@ const directory = new URL('../../policies/spend-limit', import.meta.url).pathnam
 const requester = fixtureParty('requester');
 const approver = fixtureParty('approver');
 const config = {
-  trust: {
-    requester: { did: requester.did, jwk: requester.jwk },
-    approver: { did: approver.did, jwk: approver.jwk },
-    limitCents: FIXTURE_LIMIT_CENTS,
-  },
+  trust: spendLimitTrust(requester, approver),
 };
 const context: FilterContext = { session: 'test-session' };
 const now = () => FIXTURE_NOW * 1000;

@@ -5,11 +5,11 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  FIXTURE_LIMIT_CENTS,
   FIXTURE_NOW,
   FIXTURE_PAYEE,
   fixtureParty,
   spendCredential,
+  spendLimitTrust,
 } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
 import {
   type AdmissionFacts,
@@ -30,11 +30,7 @@ import { callTool, connectClient, memoryLogger, textOf } from '../proxy/helpers'
 // single-use evidence and the spend-limit bundle. Asserts on what the downstream really received.
 const requester = fixtureParty('requester');
 const approver = fixtureParty('approver');
-const trust = {
-  requester: { did: requester.did, jwk: requester.jwk },
-  approver: { did: approver.did, jwk: approver.jwk },
-  limitCents: FIXTURE_LIMIT_CENTS,
-};
+const trust = spendLimitTrust(requester, approver);
 const directory = new URL('../../policies/spend-limit', import.meta.url).pathname;
 
 /** A bank MCP server that records the raw arguments of every call it receives. */

@@ -41,6 +41,15 @@ async function httpFixture(): Promise<HttpFixture> {
   return fixture;
 }
 
+/** Serves `proxy` over Streamable HTTP and connects two clients, each its own MCP session. */
+async function twoHttpSessions(proxy: ExtensibleProxy) {
+  const endpoint = await serveHttp(proxy);
+  cleanups.push(() => endpoint.close());
+  const sessions = [await connectHttpClient(endpoint.url), await connectHttpClient(endpoint.url)] as const;
+  cleanups.push(...sessions.map((client) => () => client.close()));
+  return sessions;
+}
+
 describe('stdio downstreams', () => {
   it('search -> call round trip against server-everything over stdio', async () => {
     const client = await connectClient(await started({ servers: { everything } }));
@@ -178,14 +187,7 @@ describe('Streamable HTTP downstreams', () => {
 describe('the proxy served over Streamable HTTP', () => {
   it('keeps discovery per session: B cannot call what only A discovered; both can after their own search', async () => {
     const proxy = await started({ servers: { everything } });
-    const endpoint = await serveHttp(proxy);
-    cleanups.push(() => endpoint.close());
-    const a = await connectHttpClient(endpoint.url);
-    const b = await connectHttpClient(endpoint.url);
-    cleanups.push(
-      () => a.close(),
-      () => b.close(),
-    );
+    const [a, b] = await twoHttpSessions(proxy);
     expect((await a.listTools()).tools.map((tool) => tool.name)).toEqual([
       'search_tools',
       'call_tool',
@@ -202,14 +204,7 @@ describe('the proxy served over Streamable HTTP', () => {
 
   it('forgets the oldest session when the bound is reached, which denies', async () => {
     const proxy = await started({ servers: { everything }, discoveryStore: memoryDiscoveryStore({ maxSessions: 1 }) });
-    const endpoint = await serveHttp(proxy);
-    cleanups.push(() => endpoint.close());
-    const a = await connectHttpClient(endpoint.url);
-    const b = await connectHttpClient(endpoint.url);
-    cleanups.push(
-      () => a.close(),
-      () => b.close(),
-    );
+    const [a, b] = await twoHttpSessions(proxy);
     await searchNames(a, 'echo back a message');
     await searchNames(b, 'echo back a message');
     expect(textOf(await callTool(b, 'everything__echo', { message: 'B' }))).toBe('Echo: B');

@@ -27,31 +27,23 @@ export function loadQueries(): Query[] {
   return (JSON.parse(readFileSync(fixture('tool-queries.json'), 'utf8')) as { queries: Query[] }).queries;
 }
 
-/** Builds an index over `tools`, copied `copies` times under distinct server names (for scale). */
-export async function buildIndex(options: {
-  embedder?: Promise<Embedder | undefined>;
-  copies?: number;
-  tools?: CorpusTool[];
-}): Promise<ToolIndex> {
+/** Builds an index over the corpus, one server per corpus server. */
+export async function buildIndex(options: { embedder?: Promise<Embedder | undefined> }): Promise<ToolIndex> {
   const index = new ToolIndex(options.embedder);
-  const tools = options.tools ?? loadCorpus();
-  const servers = [...new Set(tools.map((tool) => tool.server))];
-  for (let copy = 0; copy < (options.copies ?? 1); copy++) {
-    for (const server of servers) {
-      const name = copy === 0 ? server : `${server}${copy}`;
-      index.replace(
-        name,
-        tools
-          .filter((tool) => tool.server === server)
-          .map((tool) => ({
-            name: `${name}__${tool.name}`,
-            server: name,
-            toolName: tool.name,
-            description: tool.description,
-            inputSchema: tool.inputSchema,
-          })),
-      );
-    }
+  const tools = loadCorpus();
+  for (const server of new Set(tools.map((tool) => tool.server))) {
+    index.replace(
+      server,
+      tools
+        .filter((tool) => tool.server === server)
+        .map((tool) => ({
+          name: `${server}__${tool.name}`,
+          server,
+          toolName: tool.name,
+          description: tool.description,
+          inputSchema: tool.inputSchema,
+        })),
+    );
   }
   await index.settled();
   return index;
