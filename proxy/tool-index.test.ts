@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Embedder } from './embedder';
 import { type IndexedTool, indexText, maskIdentifiers, ToolIndex, tokenize } from './tool-index';
 
@@ -87,5 +87,29 @@ describe('ToolIndex', () => {
     expect(index.size).toBe(1);
     expect(await index.search('first')).toEqual([]);
     expect(index.toolsOf(undefined).map((entry) => entry.name)).toEqual(['local']);
+  });
+
+  it('ranks the index as it is when the search finishes, even if a tool was replaced while the query was embedded', async () => {
+    // Regression: rows are reused, so BM25 scores taken before the await must not be credited
+    // to the tool that took the row over.
+    let releaseQuery: (() => void) | undefined;
+    const embedder: Embedder = {
+      model: 'test',
+      embed: async (texts) => {
+        const vectors = texts.map((text) => new Float32Array(text.includes('weather') ? [1, 0] : [0, 1]));
+        if (texts.some((text) => !text.includes('__'))) await new Promise<void>((resolve) => (releaseQuery = resolve));
+        return vectors;
+      },
+    };
+    const index = new ToolIndex(Promise.resolve(embedder));
+    index.replace('old', [tool('weather_report', 'Weather report for a city', 'old')]);
+    await index.settled();
+    const search = index.search('weather');
+    await vi.waitFor(() => expect(releaseQuery).toBeDefined());
+    index.replace('old', []);
+    index.replace('new', [tool('translate', 'Translate text', 'new')]);
+    await index.settled();
+    releaseQuery?.();
+    expect((await search).map((hit) => hit.name)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { LRUCache } from 'lru-cache';
-import MiniSearch from 'minisearch';
 import type { Embedder } from './embedder';
+import { LexicalIndex } from './lexical-index';
 import type { SearchHit } from './pipeline';
 import { VectorStore } from './vector-store';
 
@@ -73,23 +73,26 @@ export function indexText(tool: IndexedTool): string {
   return `${tool.name}: ${description}.${parameters.length > 0 ? ` Parameters: ${parameters.join(', ')}` : ''}`;
 }
 
-/** Dot product of two unit vectors of the same length (the hot loop of semantic search). */
+/** A tool as the index holds it: with its index text and its row in the lexical and vector stores. */
+type Entry = IndexedTool & { readonly text: string; readonly row: number };
+
 /**
- * The hybrid tool index (SPEC §3.3): BM25 (MiniSearch) over each tool's index text plus cosine
- * similarity of MiniLM embeddings, fused by reciprocal rank. The model loads in the background;
- * until it is ready, or if it never is, ranking is lexical and nothing else changes.
+ * The hybrid tool index (SPEC §3.3): BM25 over each tool's index text plus cosine similarity of
+ * MiniLM embeddings, fused into one score. The model loads in the background; until it is
+ * ready, or if it never is, ranking is lexical and nothing else changes.
  */
 export class ToolIndex {
-  readonly #tools = new Map<string, IndexedTool & { readonly text: string }>();
+  readonly #tools = new Map<string, Entry>();
   readonly #groups = new Map<string, string[]>();
+  /** row → the tool it holds, `undefined` for a free row. Rows are shared by both stores. */
+  readonly #rows: (Entry | undefined)[] = [];
+  readonly #freeRows: number[] = [];
   readonly #vectors = new VectorStore();
   readonly #queryVectors = new LRUCache<string, Float32Array>({ max: 512 });
-  readonly #lexical = new MiniSearch<{ id: string; name: string; text: string }>({
-    fields: ['name', 'text'],
-    tokenize,
-    processTerm: (term) => term,
-    searchOptions: { boost: { name: 2 }, prefix: (term) => term.length >= 4, combineWith: 'OR' },
-  });
+  /** Fields: the qualified name (boosted) and the whole index text. */
+  readonly #lexical = new LexicalIndex({ fields: [{ boost: 2 }, { boost: 1 }], tokenize });
+  /** Bumped on every change, so a search can tell the index moved while it awaited the model. */
+  #version = 0;
   #embedder: Embedder | undefined;
   #mode: IndexMode;
   #pending: Promise<void> = Promise.resolve();
@@ -140,41 +143,50 @@ export class ToolIndex {
   replace(server: string | undefined, tools: readonly IndexedTool[]): void {
     this.remove(server);
     for (const tool of tools) {
-      const entry = { ...tool, text: indexText(tool) };
+      const row = this.#freeRows.pop() ?? this.#rows.length;
+      const entry = { ...tool, text: indexText(tool), row };
       this.#tools.set(tool.name, entry);
-      this.#lexical.add({ id: tool.name, name: tool.name, text: entry.text });
+      this.#rows[row] = entry;
+      this.#lexical.add(row, [tool.name, entry.text]);
     }
     this.#groups.set(
       server ?? '',
       tools.map((tool) => tool.name),
     );
+    this.#version++;
     if (this.#embedder) this.#pending = this.#pending.then(() => this.#embedMissing());
   }
 
   /** Forgets every tool of `server`. */
   remove(server: string | undefined): void {
     for (const name of this.#groups.get(server ?? '') ?? []) {
-      if (this.#tools.delete(name)) this.#lexical.discard(name);
-      this.#vectors.delete(name);
+      const entry = this.#tools.get(name);
+      if (!entry) continue;
+      this.#tools.delete(name);
+      this.#rows[entry.row] = undefined;
+      this.#freeRows.push(entry.row);
+      this.#lexical.remove(entry.row);
+      this.#vectors.delete(entry.row);
     }
     this.#groups.delete(server ?? '');
+    this.#version++;
   }
 
   async #embedMissing(): Promise<void> {
     const embedder = this.#embedder;
     if (!embedder) return;
-    const missing = [...this.#tools.values()].filter((tool) => !this.#vectors.has(tool.name));
+    const missing = [...this.#tools.values()].filter((tool) => !this.#vectors.has(tool.row));
     await this.#embed(embedder, missing);
   }
 
-  async #embed(embedder: Embedder, missing: readonly (IndexedTool & { readonly text: string })[]): Promise<void> {
+  async #embed(embedder: Embedder, missing: readonly Entry[]): Promise<void> {
     for (let start = 0; start < missing.length; start += embedBatchSize) {
       const batch = missing.slice(start, start + embedBatchSize);
       const vectors = await embedder.embed(batch.map((tool) => tool.text));
       batch.forEach((tool, index) => {
         const vector = vectors[index];
         // The tool may have been re-indexed while the batch ran; only keep current entries.
-        if (vector && this.#tools.get(tool.name)?.text === tool.text) this.#vectors.set(tool.name, vector);
+        if (vector && this.#rows[tool.row] === tool) this.#vectors.set(tool.row, vector);
       });
     }
   }
@@ -192,62 +204,72 @@ export class ToolIndex {
    * The best `limit` candidates for `query`, best first (all of them without a limit). A tool is
    * a candidate when BM25 matches it or its cosine similarity passes a small floor; the fused
    * score is a convex combination of the cosine and the BM25 score normalised to the best lexical
-   * hit. Scores are computed for every candidate and only the best `limit` become hit objects.
+   * hit. Scores live in typed arrays indexed by row; only the best `limit` become hit objects.
    */
   async search(query: string, limit = Number.POSITIVE_INFINITY): Promise<SearchHit[]> {
     const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
     // The query is embedded on the model's thread while BM25 runs here.
     const pendingVector = embedder ? this.#queryVector(embedder, query) : undefined;
-    const lexical = new Map<string, number>();
-    const results = this.#lexical.search(query);
-    const topLexical = results[0]?.score ?? 1;
-    for (const result of results) lexical.set(result.id, result.score / topLexical);
+    const version = this.#version;
+    const lexical = this.#lexical.search(query);
+    const rowCount = lexical.scores.length;
     const queryVector = await pendingVector;
-    const names: string[] = [];
-    const scores: number[] = [];
-    const similarities: number[] = [];
-    const add = (name: string, score: number, similarity: number) => {
-      names.push(name);
-      scores.push(score);
-      similarities.push(similarity);
+    const cosines =
+      queryVector &&
+      (embedder?.similarities
+        ? await embedder.similarities(this.#vectors.matrix(rowCount), queryVector)
+        : this.#vectors.dot(queryVector, rowCount));
+    // Rows change hands when tools are re-indexed: if that happened while the model worked,
+    // rank the index as it is now (the query's vector is cached by then).
+    if (this.#version !== version) return this.search(query, limit);
+    const bm25 = (row: number) => (lexical.best > 0 ? (lexical.scores[row] ?? 0) / lexical.best : 0);
+    const scores = new Float64Array(rowCount);
+    const similarities = new Float32Array(rowCount);
+    const candidates: number[] = [];
+    const add = (row: number, score: number, similarity: number) => {
+      scores[row] = score;
+      similarities[row] = similarity;
+      candidates.push(row);
     };
-    if (queryVector) {
-      const cosines = embedder?.similarities
-        ? await embedder.similarities(this.#vectors.matrix(), queryVector)
-        : this.#vectors.dot(queryVector);
-      const fuse = (name: string, similarity: number) => {
+    if (cosines) {
+      const fuse = (row: number, similarity: number) => {
         const cosine = Math.max(0, similarity);
-        add(name, semanticWeight * cosine + (1 - semanticWeight) * (lexical.get(name) ?? 0), cosine);
+        add(row, semanticWeight * cosine + (1 - semanticWeight) * bm25(row), cosine);
       };
       // Candidates: every tool above the cosine floor, plus every lexical match below it.
-      for (let row = 0; row < cosines.length; row++) {
+      for (let row = 0; row < rowCount; row++) {
         const similarity = cosines[row] ?? 0;
-        const name = this.#vectors.nameAt(row);
-        if (name !== undefined && similarity >= minCosine) fuse(name, similarity);
+        if (similarity >= minCosine && this.#rows[row] !== undefined && this.#vectors.has(row)) fuse(row, similarity);
       }
-      for (const [name, bm25] of lexical) {
-        const row = this.#vectors.rowOf(name);
-        const similarity = row === undefined ? undefined : cosines[row];
-        if (similarity !== undefined && similarity < minCosine) fuse(name, similarity);
+      for (const row of lexical.rows) {
+        if (this.#rows[row] === undefined) continue;
         // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
-        if (row === undefined) add(name, bm25, bm25);
+        if (!this.#vectors.has(row)) add(row, bm25(row), bm25(row));
+        else if ((cosines[row] ?? 0) < minCosine) fuse(row, cosines[row] ?? 0);
       }
     } else {
-      for (const [name, bm25] of lexical) add(name, bm25, bm25);
+      for (const row of lexical.rows) if (this.#rows[row] !== undefined) add(row, bm25(row), bm25(row));
     }
     // Only the best `limit` scores become objects: find the cut-off score on a typed copy.
     let cutoff = Number.NEGATIVE_INFINITY;
-    if (limit < scores.length) {
-      const sorted = Float64Array.from(scores).sort();
+    if (limit < candidates.length) {
+      const sorted = Float64Array.from(candidates, (row) => scores[row] ?? 0).sort();
       cutoff = sorted[sorted.length - limit] ?? cutoff;
     }
     const hits: SearchHit[] = [];
-    scores.forEach((score, position) => {
-      const tool = score >= cutoff ? this.#tools.get(names[position] ?? '') : undefined;
-      if (!tool) return;
+    for (const row of candidates) {
+      const tool = (scores[row] ?? 0) >= cutoff ? this.#rows[row] : undefined;
+      if (!tool) continue;
       const { name, server, description, inputSchema } = tool;
-      hits.push({ name, server, description, inputSchema, score, similarity: similarities[position] ?? 0 });
-    });
+      hits.push({
+        name,
+        server,
+        description,
+        inputSchema,
+        score: scores[row] ?? 0,
+        similarity: similarities[row] ?? 0,
+      });
+    }
     hits.sort((a, b) => b.score - a.score || (a.name < b.name ? -1 : 1));
     return hits.length > limit ? hits.slice(0, limit) : hits;
   }

@@ -7,38 +7,47 @@ const unit = (...values: number[]) => {
 };
 
 describe('VectorStore', () => {
-  it('scores every stored vector against a query', () => {
+  it('scores every stored row against a query', () => {
     const store = new VectorStore();
-    store.set('x', unit(1, 0, 0, 0, 0));
-    store.set('y', unit(0, 1, 0, 0, 0));
-    store.set('xy', unit(1, 1, 0, 0, 0));
-    const scores = store.dot(unit(1, 0, 0, 0, 0));
-    const byName = Object.fromEntries([...scores].map((score, row) => [store.nameAt(row), score]));
-    expect(byName.x).toBeCloseTo(1);
-    expect(byName.y).toBeCloseTo(0);
-    expect(byName.xy).toBeCloseTo(Math.SQRT1_2);
-    expect(store.matrix()).toHaveLength(15);
+    store.set(0, unit(1, 0, 0, 0, 0));
+    store.set(1, unit(0, 1, 0, 0, 0));
+    store.set(2, unit(1, 1, 0, 0, 0));
+    const scores = store.dot(unit(1, 0, 0, 0, 0), 3);
+    expect(scores[0]).toBeCloseTo(1);
+    expect(scores[1]).toBeCloseTo(0);
+    expect(scores[2]).toBeCloseTo(Math.SQRT1_2);
+    expect(store.matrix(3)).toHaveLength(15);
   });
 
-  it('reuses freed rows and replaces vectors in place', () => {
+  it('zeroes a deleted row, so a reused row never scores with an old vector', () => {
     const store = new VectorStore();
-    store.set('a', unit(1, 0));
-    store.set('b', unit(0, 1));
-    store.delete('a');
-    expect(store.has('a')).toBe(false);
-    expect(store.nameAt(0)).toBeUndefined();
-    store.set('c', unit(1, 1));
-    expect(store.nameAt(0)).toBe('c');
-    store.set('b', unit(1, 0));
+    store.set(0, unit(1, 0));
+    store.set(1, unit(0, 1));
+    store.delete(0);
+    expect(store.has(0)).toBe(false);
+    expect(store.size).toBe(1);
+    expect(store.dot(unit(1, 0), 2)[0]).toBe(0);
+    store.set(0, unit(1, 1));
+    store.set(1, unit(1, 0));
     expect(store.size).toBe(2);
-    expect(store.dot(unit(1, 0))[1]).toBeCloseTo(1);
+    expect(store.dot(unit(1, 0), 2)[1]).toBeCloseTo(1);
+  });
+
+  it('answers for rows past what it stores (tools not embedded yet) with zeros', () => {
+    const store = new VectorStore();
+    store.set(0, unit(1, 0));
+    const scores = store.dot(unit(1, 0), 100);
+    expect(scores).toHaveLength(100);
+    expect(scores[99]).toBe(0);
+    expect(store.matrix(100)).toHaveLength(200);
+    expect(store.has(99)).toBe(false);
   });
 
   it('grows past its initial capacity and refuses vectors of another width', () => {
     const store = new VectorStore();
-    for (let index = 0; index < 200; index++) store.set(`t${index}`, unit(index + 1, 1));
+    for (let row = 0; row < 200; row++) store.set(row, unit(row + 1, 1));
     expect(store.size).toBe(200);
-    expect(store.dot(unit(1, 0))[199]).toBeCloseTo(200 / Math.hypot(200, 1));
-    expect(() => store.set('wide', unit(1, 2, 3))).toThrow(/width 3 differs from 2/);
+    expect(store.dot(unit(1, 0), 200)[199]).toBeCloseTo(200 / Math.hypot(200, 1));
+    expect(() => store.set(200, unit(1, 2, 3))).toThrow(/width 3 differs from 2/);
   });
 });

@@ -1,45 +1,18 @@
 /**
  * Unit vectors kept row by row in one contiguous `Float32Array`, so scoring a query against
- * every tool is a single tight loop (the hot path of semantic search at 10 000 tools).
+ * every tool is a single tight loop (the hot path of semantic search at 10 000 tools). Rows are
+ * small integers owned by the caller, the same rows its lexical index uses.
  */
 export class VectorStore {
   #width = 0;
   #matrix = new Float32Array(0);
-  /** The name stored in each row; `undefined` marks a free row. */
-  readonly #names: (string | undefined)[] = [];
-  readonly #rowOf = new Map<string, number>();
-  readonly #free: number[] = [];
+  /** 1 where a row holds a vector. */
+  #present = new Uint8Array(0);
+  #size = 0;
 
   /** Number of stored vectors. */
   get size(): number {
-    return this.#rowOf.size;
-  }
-
-  has(name: string): boolean {
-    return this.#rowOf.has(name);
-  }
-
-  /** Stores (or replaces) the vector for `name`. Every vector must have the same width. */
-  set(name: string, vector: Float32Array): void {
-    if (this.#width === 0) this.#width = vector.length;
-    if (vector.length !== this.#width) throw new Error(`vector width ${vector.length} differs from ${this.#width}`);
-    const row = this.#rowOf.get(name) ?? this.#free.pop() ?? this.#names.length;
-    if ((row + 1) * this.#width > this.#matrix.length) {
-      const grown = new Float32Array(Math.max(64, (row + 1) * 2) * this.#width);
-      grown.set(this.#matrix);
-      this.#matrix = grown;
-    }
-    this.#matrix.set(vector, row * this.#width);
-    this.#names[row] = name;
-    this.#rowOf.set(name, row);
-  }
-
-  delete(name: string): void {
-    const row = this.#rowOf.get(name);
-    if (row === undefined) return;
-    this.#rowOf.delete(name);
-    this.#names[row] = undefined;
-    this.#free.push(row);
+    return this.#size;
   }
 
   /** Width of the stored vectors (0 while empty). */
@@ -47,30 +20,54 @@ export class VectorStore {
     return this.#width;
   }
 
-  /** The used rows as one row-major matrix (free rows included; see {@link nameAt}). */
-  matrix(): Float32Array {
-    return this.#matrix.subarray(0, this.#names.length * this.#width);
+  has(row: number): boolean {
+    return this.#present[row] === 1;
   }
 
-  /** The row holding `name`, if stored. */
-  rowOf(name: string): number | undefined {
-    return this.#rowOf.get(name);
+  /** Stores (or replaces) the vector of `row`. Every vector must have the same width. */
+  set(row: number, vector: Float32Array): void {
+    if (this.#width === 0) this.#width = vector.length;
+    if (vector.length !== this.#width) throw new Error(`vector width ${vector.length} differs from ${this.#width}`);
+    if (row >= this.#present.length) {
+      const capacity = Math.max(64, (row + 1) * 2);
+      const matrix = new Float32Array(capacity * this.#width);
+      matrix.set(this.#matrix);
+      this.#matrix = matrix;
+      const present = new Uint8Array(capacity);
+      present.set(this.#present);
+      this.#present = present;
+    }
+    this.#matrix.set(vector, row * this.#width);
+    if (this.#present[row] !== 1) this.#size++;
+    this.#present[row] = 1;
   }
 
-  /** The name stored in `row`, or `undefined` for a free row. */
-  nameAt(row: number): string | undefined {
-    return this.#names[row];
+  /** Forgets the vector of `row`; its cells read as zero until the row is set again. */
+  delete(row: number): void {
+    if (this.#present[row] !== 1) return;
+    this.#matrix.fill(0, row * this.#width, (row + 1) * this.#width);
+    this.#present[row] = 0;
+    this.#size--;
   }
 
-  /** The dot product of `query` with every row, in plain JavaScript (the fallback path). */
-  dot(query: Float32Array): Float32Array {
+  /** Rows `0..rows-1` as one row-major matrix (rows without a vector are zero). */
+  matrix(rows: number): Float32Array {
+    const cells = rows * this.#width;
+    if (cells <= this.#matrix.length) return this.#matrix.subarray(0, cells);
+    const padded = new Float32Array(cells);
+    padded.set(this.#matrix);
+    return padded;
+  }
+
+  /** The dot product of `query` with rows `0..rows-1`, in plain JavaScript (the fallback path). */
+  dot(query: Float32Array, rows: number): Float32Array {
     const width = this.#width;
-    const rows = this.#names.length;
     const matrix = this.#matrix;
     const scores = new Float32Array(rows);
     if (query.length !== width) return scores;
+    const stored = Math.min(rows, this.#present.length);
     // biome-ignore-start lint/style/noNonNullAssertion: indexes stay inside equal-width rows
-    for (let row = 0; row < rows; row++) {
+    for (let row = 0; row < stored; row++) {
       const offset = row * width;
       // Four accumulators let V8 pipeline the multiply-adds.
       let s0 = 0;

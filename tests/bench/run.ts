@@ -136,9 +136,11 @@ const only = process.argv
 const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy') => only === undefined || only.includes(part);
 
 async function main() {
+  const queries = loadQueries().map((query) => query.query);
   const model = loadMiniLm({ modelDir, allowRemote: false, log });
   const embedder = copyAwareEmbedder(model);
-  const hybridAvailable = (await model) !== undefined;
+  const loaded = await model;
+  const hybridAvailable = loaded !== undefined;
   if (!hybridAvailable) log('no staged model: hybrid figures are skipped (run `npm run model:stage`)');
 
   const retrieval = wanted('retrieval')
@@ -147,6 +149,15 @@ async function main() {
         ...(hybridAvailable && { hybrid: await evaluateRetrieval(await buildIndex({ embedder: model })) }),
       }
     : undefined;
+
+  // What one query embedding costs on its own: the floor under every hybrid search figure.
+  const queryEmbedding =
+    loaded && wanted('search')
+      ? await measure((iteration) => loaded.embed([queries[iteration % queries.length] ?? '']), {
+          iterations: queries.length,
+          warmup: 5,
+        })
+      : undefined;
 
   const search: (Latency & { ranking: string; tools: number })[] = [];
   for (const tools of wanted('search') ? [100, 1_000, 10_000] : []) {
@@ -170,6 +181,7 @@ async function main() {
       Object.fromEntries(
         Object.entries(retrieval).map(([mode, quality]) => [mode, { ...quality, misses: quality.misses.length }]),
       ),
+    queryEmbedding,
     searchTools: search,
     callToolOverhead: calls,
     policy,
