@@ -30,3 +30,29 @@ export async function measure(
   }
   return summarise(durations);
 }
+
+/**
+ * Measures several operations in alternation (a, b, a, b, …), so drift in the machine's load
+ * during the run affects each of them alike: the fair way to compare two paths side by side.
+ */
+export async function measureInterleaved<Name extends string>(
+  operations: Record<Name, () => Promise<unknown>>,
+  options: { iterations: number; warmup?: number },
+): Promise<Record<Name, Latency>> {
+  const entries = Object.entries(operations) as [Name, () => Promise<unknown>][];
+  for (let iteration = 0; iteration < (options.warmup ?? 0); iteration++) {
+    for (const [, operation] of entries) await operation();
+  }
+  const durations = new Map<Name, bigint[]>(entries.map(([name]) => [name, []]));
+  for (let iteration = 0; iteration < options.iterations; iteration++) {
+    for (const [name, operation] of entries) {
+      const start = process.hrtime.bigint();
+      await operation();
+      durations.get(name)?.push(process.hrtime.bigint() - start);
+    }
+  }
+  return Object.fromEntries(entries.map(([name]) => [name, summarise(durations.get(name) ?? [])])) as Record<
+    Name,
+    Latency
+  >;
+}

@@ -7,7 +7,7 @@ import { createProxy, type DownstreamSpec, type Embedder, loadMiniLm } from '../
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { connectClient } from '../proxy/helpers';
 import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
-import { type Latency, measure } from './measure';
+import { type Latency, measure, measureInterleaved } from './measure';
 import { policyBench } from './policy-bench';
 
 // `npm run bench`: every performance figure of the project, as one JSON document on stdout,
@@ -106,16 +106,14 @@ async function callOverhead(kind: 'in-memory' | 'stdio', iterations: number) {
   const client = await connectClient(proxy);
   await client.callTool({ name: 'search_tools', arguments: { query: 'echoes back the message' } });
   const arguments_ = { message: 'benchmark' };
-  const directLatency = await measure(() => direct.callTool({ name: 'echo', arguments: arguments_ }), {
-    iterations,
-    warmup: 200,
-  });
-  const proxiedLatency = await measure(
-    () => client.callTool({ name: 'call_tool', arguments: { tool_name: 'fixture__echo', arguments: arguments_ } }),
+  // Direct and proxied calls alternate, so both see the same machine.
+  const { direct: directLatency, proxied: proxiedLatency } = await measureInterleaved(
     {
-      iterations,
-      warmup: 200,
+      direct: () => direct.callTool({ name: 'echo', arguments: arguments_ }),
+      proxied: () =>
+        client.callTool({ name: 'call_tool', arguments: { tool_name: 'fixture__echo', arguments: arguments_ } }),
     },
+    { iterations, warmup: 200 },
   );
   await Promise.all([direct.close(), client.close()]);
   await proxy.close();
