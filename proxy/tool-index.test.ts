@@ -112,4 +112,43 @@ describe('ToolIndex', () => {
     releaseQuery?.();
     expect((await search).map((hit) => hit.name)).toEqual([]);
   });
+
+  it('ranks a tool whose vector arrives while a search computes similarities by BM25 alone in that search', async () => {
+    // The similarity product reads the shared matrix asynchronously: a row written meanwhile
+    // must not be scored from a half-written (or freshly written) vector it was not part of.
+    let releaseDocument: (() => void) | undefined;
+    const releaseProducts: (() => void)[] = [];
+    const embedder: Embedder = {
+      model: 'test',
+      embed: async (texts) => {
+        if (texts.some((text) => text.startsWith('late__'))) {
+          await new Promise<void>((resolve) => (releaseDocument = resolve));
+        }
+        return texts.map(() => new Float32Array([1, 0]));
+      },
+      similarities: async (matrix, query) => {
+        await new Promise<void>((resolve) => releaseProducts.push(resolve));
+        // Read the matrix only now, after the late vector was written.
+        const rows = matrix.length / query.length;
+        return Float32Array.from({ length: rows }, (_, row) => (matrix[row * 2] ?? 0) * (query[0] ?? 0));
+      },
+    };
+    const index = new ToolIndex(Promise.resolve(embedder));
+    index.replace('early', [tool('lookup', 'Look up a record', 'early')]);
+    await index.settled();
+    index.replace('late', [tool('fetch', 'Fetch a page', 'late')]);
+    await vi.waitFor(() => expect(releaseDocument).toBeDefined());
+    const search = index.search('anything');
+    await vi.waitFor(() => expect(releaseProducts).toHaveLength(1));
+    releaseDocument?.();
+    await index.settled();
+    releaseProducts[0]?.();
+    const hits = await search;
+    expect(hits.map((hit) => hit.name)).toEqual(['early__lookup']);
+    // The next search sees the late tool's vector.
+    const next = index.search('anything');
+    await vi.waitFor(() => expect(releaseProducts).toHaveLength(2));
+    releaseProducts[1]?.();
+    expect((await next).map((hit) => hit.name).sort()).toEqual(['early__lookup', 'late__fetch']);
+  });
 });

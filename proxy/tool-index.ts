@@ -214,6 +214,9 @@ export class ToolIndex {
     const lexical = this.#lexical.search(query);
     const rowCount = lexical.scores.length;
     const queryVector = await pendingVector;
+    // Vectors keep arriving while tools are embedded in the background; rows embedded after
+    // this point count as not embedded yet for this search.
+    const embedded = this.#vectors.presence(rowCount);
     const cosines =
       queryVector &&
       (embedder?.similarities
@@ -239,12 +242,12 @@ export class ToolIndex {
       // Candidates: every tool above the cosine floor, plus every lexical match below it.
       for (let row = 0; row < rowCount; row++) {
         const similarity = cosines[row] ?? 0;
-        if (similarity >= minCosine && this.#rows[row] !== undefined && this.#vectors.has(row)) fuse(row, similarity);
+        if (similarity >= minCosine && embedded[row] === 1 && this.#rows[row] !== undefined) fuse(row, similarity);
       }
       for (const row of lexical.rows) {
         if (this.#rows[row] === undefined) continue;
         // Tools indexed moments ago may not be embedded yet: rank them by BM25 alone meanwhile.
-        if (!this.#vectors.has(row)) add(row, bm25(row), bm25(row));
+        if (embedded[row] !== 1) add(row, bm25(row), bm25(row));
         else if ((cosines[row] ?? 0) < minCosine) fuse(row, cosines[row] ?? 0);
       }
     } else {

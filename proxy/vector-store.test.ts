@@ -43,6 +43,16 @@ describe('VectorStore', () => {
     expect(store.has(99)).toBe(false);
   });
 
+  it('snapshots which rows hold a vector, unaffected by later writes', () => {
+    const store = new VectorStore();
+    store.set(1, unit(1, 0));
+    const snapshot = store.presence(4);
+    store.set(0, unit(0, 1));
+    store.delete(1);
+    expect([...snapshot]).toEqual([0, 1, 0, 0]);
+    expect([...store.presence(2)]).toEqual([1, 0]);
+  });
+
   it('grows past its initial capacity and refuses vectors of another width', () => {
     const store = new VectorStore();
     for (let row = 0; row < 200; row++) store.set(row, unit(row + 1, 1));

@@ -50,6 +50,13 @@ export class VectorStore {
     this.#size--;
   }
 
+  /** A snapshot of which of rows `0..rows-1` hold a vector (1) and which do not (0). */
+  presence(rows: number): Uint8Array {
+    const snapshot = new Uint8Array(rows);
+    snapshot.set(this.#present.subarray(0, rows));
+    return snapshot;
+  }
+
   /** Rows `0..rows-1` as one row-major matrix (rows without a vector are zero). */
   matrix(rows: number): Float32Array {
     const cells = rows * this.#width;
