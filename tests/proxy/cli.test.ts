@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -92,6 +92,36 @@ describe('extensible-mcp CLI', () => {
     expect(await searchNames(client, 'trigger a sampling request', 50)).not.toContain(
       'everything__trigger-sampling-request',
     );
+  });
+
+  it("runs as the README's Claude Desktop entry says: by absolute path, from another working directory", async () => {
+    const snippet = /### Claude Desktop\s+```json\n([\s\S]*?)\n```/.exec(readFileSync('README.md', 'utf8'))?.[1];
+    const entry = (JSON.parse(snippet ?? '{}') as { mcpServers: Record<string, { command: string; args: string[] }> })
+      .mcpServers['extensible-mcp'];
+    expect(entry?.command).toBe('node');
+    const config = writeConfig({
+      mcpServers: {
+        everything: {
+          command: process.execPath,
+          args: [resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'],
+        },
+      },
+    });
+    const args = (entry?.args ?? []).map((arg) =>
+      arg.replace('/absolute/path/to/extensible-mcp', process.cwd()).replace('/absolute/path/to/config.json', config),
+    );
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args,
+      cwd: mkdtempSync(join(tmpdir(), 'emcp-desktop-')),
+      env: offline as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'claude-desktop-entry', version: '1.0.0' });
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(await searchNames(client, 'echo back a message')).toContain('everything__echo');
+    expect(textOf(await callTool(client, 'everything__echo', { message: 'desktop' }))).toBe('Echo: desktop');
   });
 
   it('serves Streamable HTTP with --http on the loopback interface', async () => {
