@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { createProxy, type DownstreamSpec, type Embedder, loadMiniLm } from '../../proxy/index';
+import { createProxy, type DownstreamSpec, type Embedder, type IndexedTool, loadMiniLm } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { connectClient } from '../proxy/helpers';
 import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
@@ -54,16 +54,19 @@ async function searchLatency(
 ): Promise<Latency & { mode: string; tools: number }> {
   const corpus = loadCorpus();
   const proxy = createProxy({ embeddings: embedder ? { embedder } : false, logger: quiet });
-  // Scale the real corpus by copying it under distinct server names.
-  for (let copy = 0; proxy.index.size < toolCount; copy++) {
-    for (const server of new Set(corpus.map((tool) => tool.server))) {
-      const name = copy === 0 ? server : `${server}${copy}`;
-      const tools = corpus
-        .filter((tool) => tool.server === server)
-        .map((tool) => ({ ...tool, name: `${name}__${tool.name}`, server: name, toolName: tool.name }));
-      proxy.index.replace(name, tools);
+  // Scale the real corpus to exactly `toolCount` tools by copying it under numbered server names.
+  const servers = new Map<string, IndexedTool[]>();
+  for (let copy = 0, count = 0; count < toolCount; copy++) {
+    for (const tool of corpus.slice(0, toolCount - count)) {
+      const server = copy === 0 ? tool.server : `${tool.server}${copy}`;
+      const { description, inputSchema } = tool;
+      const tools = servers.get(server) ?? [];
+      servers.set(server, tools);
+      tools.push({ name: `${server}__${tool.name}`, server, toolName: tool.name, description, inputSchema });
+      count++;
     }
   }
+  for (const [server, tools] of servers) proxy.index.replace(server, tools);
   await proxy.index.settled();
   const client = await connectClient(proxy);
   const queries = loadQueries().map((query) => query.query);
