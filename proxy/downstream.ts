@@ -11,8 +11,16 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { credentialRejected, mentionsAuthFailure, minutesSince } from './credentials/credential-rejected';
-import { credentialedFetch, type PresentedCredential, redactCredential } from './credentials/credentialed-fetch';
+import {
+  credentialedFetch,
+  type PresentedCredential,
+  redactSecrets,
+  secretsOf,
+} from './credentials/credentialed-fetch';
 import { ProxyError } from './errors';
+
+/** How many distinct credential secrets a downstream remembers for redaction (rotations overlap calls). */
+const maxRememberedSecrets = 4;
 
 /** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
 export interface LinkableServer {
@@ -99,6 +107,11 @@ export class Downstream {
   #closedByUs = false;
   /** What the latest HTTP request carried: an MCP-level auth error is blamed on it. */
   #presented: PresentedCredential | undefined;
+  /**
+   * The secrets of the credentials recently presented (the current one and a few before it, so
+   * a rotation during a call is covered): removed from everything this server answers.
+   */
+  readonly #secrets = new Set<string>();
 
   constructor(options: DownstreamOptions) {
     this.name = options.name;
@@ -184,6 +197,11 @@ export class Downstream {
             credential: lookup,
             onPresented: (credential) => {
               this.#presented = credential;
+              for (const secret of secretsOf(credential)) {
+                this.#secrets.delete(secret);
+                this.#secrets.add(secret);
+              }
+              for (const stale of [...this.#secrets].slice(0, -maxRememberedSecrets)) this.#secrets.delete(stale);
             },
             onRejected: (status, credential) => this.#rejected(status, credential),
           }),
@@ -234,7 +252,9 @@ export class Downstream {
     const result = await client.callTool({ name: tool, arguments: args }, undefined, {
       timeout: this.#options.callTimeoutMs,
     });
-    return result as CallToolResult;
+    // A server may echo its request back (a debug tool, a reflected header): the token it was
+    // sent never reaches the response filters, the logs or the model.
+    return redactSecrets(result as CallToolResult, [...this.#secrets]);
   }
 
   #rejected(status: number | undefined, credential: PresentedCredential): ProxyError {
@@ -254,7 +274,7 @@ export class Downstream {
 
   /** Error text for the model, with any echoed credential removed. */
   #describe(error: unknown): string {
-    return redactCredential(describeRaw(error), this.#presented);
+    return redactSecrets(describeRaw(error), [...this.#secrets]);
   }
 
   #translate(error: unknown, tool: string): ProxyError {

@@ -56,16 +56,39 @@ export function credentialedFetch(options: CredentialedFetchOptions): FetchLike 
   };
 }
 
+/** The strings a credential reveals: its header values and the bare token of a `Bearer` header. */
+export function secretsOf(credential: PresentedCredential | undefined): string[] {
+  return Object.values(credential?.headers ?? {})
+    .flatMap((value) => [value, value.replace(/^Bearer\s+/i, '')])
+    .filter((secret) => secret.length >= 4);
+}
+
 /**
- * Removes the values of `credential`'s headers (and the bare token of a `Bearer` header) from a
- * downstream's error text, in case a server echoes the request back in its error body.
+ * Replaces every occurrence of a secret in every string of a JSON-like value (a tool result,
+ * an error text) with `[redacted]`, in case a server echoes the request back: a debug tool,
+ * a reflected header, an error page quoting the request. Longer secrets go first, so a
+ * `Bearer x` header is removed whole rather than leaving its prefix behind.
  */
-export function redactCredential(text: string, credential: PresentedCredential | undefined): string {
-  let redacted = text;
-  for (const value of Object.values(credential?.headers ?? {})) {
-    for (const secret of [value, value.replace(/^Bearer\s+/i, '')]) {
-      if (secret.length >= 4) redacted = redacted.split(secret).join('[redacted]');
+export function redactSecrets<T>(value: T, secrets: readonly string[]): T {
+  if (secrets.length === 0) return value;
+  const ordered = [...secrets].sort((a, b) => b.length - a.length);
+  const redact = (item: unknown): unknown => {
+    if (typeof item === 'string') {
+      return ordered.reduce(
+        (text, secret) => (text.includes(secret) ? text.split(secret).join('[redacted]') : text),
+        item,
+      );
     }
-  }
-  return redacted;
+    if (Array.isArray(item)) return item.map(redact);
+    if (item !== null && typeof item === 'object') {
+      return Object.fromEntries(Object.entries(item).map(([key, entry]) => [redact(key), redact(entry)]));
+    }
+    return item;
+  };
+  return redact(value) as T;
+}
+
+/** {@link redactSecrets} for one text and the credential a request carried. */
+export function redactCredential(text: string, credential: PresentedCredential | undefined): string {
+  return redactSecrets(text, secretsOf(credential));
 }

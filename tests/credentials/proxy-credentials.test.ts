@@ -15,8 +15,8 @@ afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((cleanup) => cleanup()));
 });
 
-async function fixture(bearer?: string): Promise<HttpFixture> {
-  const started = await startHttpFixture(bearer === undefined ? {} : { bearer });
+async function fixture(bearer?: string, options: { reflectHeaders?: boolean } = {}): Promise<HttpFixture> {
+  const started = await startHttpFixture({ ...options, ...(bearer !== undefined && { bearer }) });
   cleanups.push(() => started.close());
   return started;
 }
@@ -156,6 +156,25 @@ describe('what the model is told', () => {
     expect(proxy.downstream('moved')).toBeUndefined();
     expect(server.seen.map((request) => request.path)).toEqual(['/redirect']);
     expect(logs.join('\n')).toContain(`redirect (HTTP 307) to ${server.url}; redirects are never followed`);
+  });
+});
+
+describe('a server that echoes its request', () => {
+  it('never hands the token it was sent to the model, in text or structured content', async () => {
+    const server = await fixture(testTokens.configured, { reflectHeaders: true });
+    const { client } = await credentialedProxy({
+      servers: { notion: { kind: 'http', url: server.url } },
+      tokensPath: tokensFile(`notion=${testTokens.configured}\n`),
+    });
+    expect(await visible(searchNames(client, 'show the HTTP headers of the request'))).toContain(
+      'notion__request_headers',
+    );
+    const result = await visible(callTool(client, 'notion__request_headers', {}));
+    // The downstream did receive the token, and reflected it; the model sees it redacted.
+    expect(authorizations(server, '/mcp').at(-1)).toBe(`Bearer ${testTokens.configured}`);
+    expect(result.isError).toBeFalsy();
+    expect(textOf(result)).toMatch(/"authorization":"\[redacted\]"/);
+    expect(result.structuredContent).toEqual({ authorization: '[redacted]' });
   });
 });
 
