@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { resolveEnvReferences } from './env-references';
 import { ProxyError } from './errors';
 import { nameProblem } from './names';
 
@@ -144,12 +144,19 @@ export function loadConfig(path: string, environment: Readonly<Record<string, st
     throw new ProxyError('config-invalid', `${absolute}: invalid config:\n${lines.join('\n')}`);
   }
   const folder = dirname(absolute);
-  const dotenvPath = join(folder, '.env');
-  const dotenv = existsSync(dotenvPath) ? parseDotenv(readFileSync(dotenvPath)) : {};
   const servers: Record<string, ServerConfig> = {};
   for (const [name, server] of Object.entries(parsed.data.mcpServers)) {
     servers[name] =
-      'command' in server ? resolveStdioEnv({ name, server, dotenv, environment, file: absolute }) : server;
+      'command' in server && server.env
+        ? {
+            ...server,
+            env: resolveEnvReferences(server.env, {
+              configFile: absolute,
+              where: `mcpServers.${name}.env`,
+              environment,
+            }),
+          }
+        : server;
   }
   const { rego_policy, ...filters } = parsed.data.filters;
   return {
@@ -157,32 +164,4 @@ export function loadConfig(path: string, environment: Readonly<Record<string, st
     servers,
     filters: rego_policy === undefined ? filters : { ...filters, rego_policy: resolve(folder, rego_policy) },
   };
-}
-
-function resolveStdioEnv(options: {
-  name: string;
-  server: StdioServerConfig;
-  dotenv: Record<string, string>;
-  environment: Readonly<Record<string, string | undefined>>;
-  file: string;
-}): StdioServerConfig {
-  const { server } = options;
-  if (!server.env) return server;
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(server.env)) {
-    const reference = /^\$([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)?.[1];
-    if (reference === undefined) {
-      env[key] = value;
-      continue;
-    }
-    const resolved = options.dotenv[reference] ?? options.environment[reference];
-    if (resolved === undefined) {
-      throw new ProxyError(
-        'config-invalid',
-        `${options.file}: mcpServers.${options.name}.env.${key}: $${reference} is not set in the .env beside the config nor in the environment.`,
-      );
-    }
-    env[key] = resolved;
-  }
-  return { ...server, env };
 }

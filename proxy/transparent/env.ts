@@ -2,6 +2,8 @@
 export interface TransparentEnv {
   /** `MCP_ELICITATION_PROXY_CONFIG`: the YAML path when `--config` is not given. */
   readonly configPath?: string;
+  /** The raw environment, for `$NAME` references in `upstream.env`. */
+  readonly variables: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -10,5 +12,7 @@ export interface TransparentEnv {
  */
 export function readTransparentEnv(source: Readonly<Record<string, string | undefined>> = process.env): TransparentEnv {
   const configPath = source.MCP_ELICITATION_PROXY_CONFIG;
-  return configPath !== undefined && configPath.trim() !== '' ? { configPath } : {};
+  return configPath !== undefined && configPath.trim() !== ''
+    ? { configPath, variables: source }
+    : { variables: source };
 }

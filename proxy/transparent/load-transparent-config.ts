@@ -1,15 +1,20 @@
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { resolveEnvReferences } from '../env-references';
 import { ProxyError } from '../errors';
 import { parseTransparentConfig, type TransparentConfig } from './transparent-config';
 
 /**
  * Reads and validates an `mcp-elicitation-proxy` YAML file. A missing file, a directory, broken
- * YAML, duplicate keys and schema errors each throw a `ProxyError` whose message
- * names the file.
+ * YAML, duplicate keys, schema errors and an unset `$NAME` in `upstream.env` each throw a
+ * `ProxyError` whose message names the file. `upstream.env` values that are exactly `$NAME`
+ * resolve as in the JSON config: from a `.env` beside the file, then from `environment`.
  */
-export async function loadTransparentConfig(path: string): Promise<TransparentConfig> {
+export async function loadTransparentConfig(
+  path: string,
+  environment: Readonly<Record<string, string | undefined>> = {},
+): Promise<TransparentConfig> {
   const file = resolve(path);
   const info = await stat(file).catch((error: unknown) => {
     throw new ProxyError('config-not-found', `${file}: configuration file not found`, { cause: error });
@@ -30,5 +35,8 @@ export async function loadTransparentConfig(path: string): Promise<TransparentCo
     const detail = error instanceof YAMLParseError ? error.message : String(error);
     throw new ProxyError('config-invalid', `${file}: invalid YAML: ${detail}`, { cause: error });
   }
-  return parseTransparentConfig(raw, file);
+  const config = parseTransparentConfig(raw, file);
+  if (config.upstream.kind !== 'stdio') return config;
+  const env = resolveEnvReferences(config.upstream.env, { configFile: file, where: 'upstream.env', environment });
+  return { ...config, upstream: { ...config.upstream, env } };
 }

@@ -61,7 +61,8 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     stdout.write(HELP);
     return TRANSPARENT_EXIT.ok;
   }
-  const configPath = flags.config ?? readTransparentEnv(io.env).configPath;
+  const env = readTransparentEnv(io.env);
+  const configPath = flags.config ?? env.configPath;
   if (configPath === undefined || configPath.trim() === '') {
     say('no configuration: pass --config FILE or set MCP_ELICITATION_PROXY_CONFIG');
     return TRANSPARENT_EXIT.usage;
@@ -69,7 +70,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
 
   let config: Awaited<ReturnType<typeof loadTransparentConfig>>;
   try {
-    config = await loadTransparentConfig(configPath);
+    config = await loadTransparentConfig(configPath, env.variables);
   } catch (error) {
     if (error instanceof ProxyError) {
       say(error.message);

@@ -1,6 +1,6 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ProxyError } from '../errors';
 import { loadTransparentConfig } from './load-transparent-config';
@@ -151,5 +151,26 @@ describe('loadTransparentConfig', () => {
   it('rejects an empty file', async () => {
     const empty = await write('empty.yaml', '');
     await expect(loadTransparentConfig(empty)).rejects.toThrow('expected a YAML mapping');
+  });
+
+  it('resolves upstream.env values that are exactly $NAME: the .env beside the file first, then the environment', async () => {
+    const path = await write(
+      'env.yaml',
+      'upstream:\n  command: node\n  env:\n    API_KEY: $API_KEY\n    REGION: $REGION\n    LITERAL: "a $NOT reference"\n',
+    );
+    await writeFile(join(dirname(path), '.env'), 'API_KEY=from-dotenv\n');
+    const config = await loadTransparentConfig(path, { API_KEY: 'from-environment', REGION: 'eu' });
+    expect(config.upstream).toMatchObject({
+      kind: 'stdio',
+      env: { API_KEY: 'from-dotenv', REGION: 'eu', LITERAL: 'a $NOT reference' },
+    });
+  });
+
+  it('refuses an upstream.env reference that is set nowhere, naming the file and the key', async () => {
+    const path = await write('unset.yaml', 'upstream:\n  command: node\n  env:\n    TOKEN: $NOT_SET_ANYWHERE\n');
+    await expect(loadTransparentConfig(path, {})).rejects.toMatchObject({
+      code: 'config-invalid',
+      message: `${path}: upstream.env.TOKEN: $NOT_SET_ANYWHERE is not set in the .env beside the config nor in the environment.`,
+    });
   });
 });
