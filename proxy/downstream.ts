@@ -19,8 +19,11 @@ import {
 } from './credentials/credentialed-fetch';
 import { ProxyError } from './errors';
 
-/** How many distinct credential secrets a downstream remembers for redaction (rotations overlap calls). */
-const maxRememberedSecrets = 4;
+/**
+ * How many secrets a downstream remembers for redaction: two per credential (the header value
+ * and the bare token), so the last four credentials, as a rotation may overlap calls.
+ */
+const maxRememberedSecrets = 8;
 
 /** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
 export interface LinkableServer {
