@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { resolveEnvReferences } from './env-references';
+import { envReferenceResolver } from './env-references';
 import { ProxyError } from './errors';
 import { nameProblem } from './names';
 
@@ -144,19 +144,11 @@ export function loadConfig(path: string, environment: Readonly<Record<string, st
     throw new ProxyError('config-invalid', `${absolute}: invalid config:\n${lines.join('\n')}`);
   }
   const folder = dirname(absolute);
+  const resolveEnv = envReferenceResolver(absolute, environment);
   const servers: Record<string, ServerConfig> = {};
   for (const [name, server] of Object.entries(parsed.data.mcpServers)) {
     servers[name] =
-      'command' in server && server.env
-        ? {
-            ...server,
-            env: resolveEnvReferences(server.env, {
-              configFile: absolute,
-              where: `mcpServers.${name}.env`,
-              environment,
-            }),
-          }
-        : server;
+      'command' in server && server.env ? { ...server, env: resolveEnv(server.env, `mcpServers.${name}.env`) } : server;
   }
   const { rego_policy, ...filters } = parsed.data.filters;
   return {

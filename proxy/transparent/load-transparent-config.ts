@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { resolveEnvReferences } from '../env-references';
+import { envReferenceResolver } from '../env-references';
 import { ProxyError } from '../errors';
 import { parseTransparentConfig, type TransparentConfig } from './transparent-config';
 
@@ -37,6 +37,6 @@ export async function loadTransparentConfig(
   }
   const config = parseTransparentConfig(raw, file);
   if (config.upstream.kind !== 'stdio') return config;
-  const env = resolveEnvReferences(config.upstream.env, { configFile: file, where: 'upstream.env', environment });
+  const env = envReferenceResolver(file, environment)(config.upstream.env, 'upstream.env');
   return { ...config, upstream: { ...config.upstream, env } };
 }
