@@ -28,12 +28,12 @@ export interface CliResult {
 }
 
 /**
- * Runs the CLI to completion without blocking this process's event loop (the fixture servers
- * the CLI talks to live in this process).
+ * Runs `node <args>` to completion without blocking this process's event loop (fixture servers
+ * the child talks to may live in this process), and collects its exit code and output.
  */
-export function runCli(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
+export function runNode(args: string[], options: { env: Record<string, string>; input?: string }) {
   return new Promise<CliResult>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: options.env ?? cliEnv() });
+    const child = spawn(process.execPath, args, { env: options.env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -46,6 +46,11 @@ export function runCli(args: string[], options: { env?: Record<string, string>; 
     child.once('close', (status) => resolve({ status, stdout, stderr }));
     child.stdin.end(options.input ?? '');
   });
+}
+
+/** Runs the CLI to completion (see {@link runNode}); offline by default. */
+export function runCli(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
+  return runNode([bin, ...args], { ...options, env: options.env ?? cliEnv() });
 }
 
 /** A fresh folder holding `config.json` with `config`. */

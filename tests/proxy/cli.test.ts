@@ -30,6 +30,21 @@ afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((cleanup) => cleanup()));
 });
 
+/** Starts `node <args>` (offline) as an MCP server over stdio and connects a real client to it. */
+async function connectStdio(name: string, args: string[], options: { cwd?: string } = {}): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args,
+    ...options,
+    env: offline as Record<string, string>,
+    stderr: 'pipe',
+  });
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  cleanups.push(() => client.close());
+  return client;
+}
+
 describe('extensible-mcp CLI', () => {
   it('--help documents every flag', () => {
     const result = run(['--help']);
@@ -72,15 +87,7 @@ describe('extensible-mcp CLI', () => {
   });
 
   it('serves a real client over stdio: list, search, call', async () => {
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [bin, '--config', 'examples/everything.json'],
-      env: offline as Record<string, string>,
-      stderr: 'pipe',
-    });
-    const client = new Client({ name: 'cli-smoke', version: '1.0.0' });
-    await client.connect(transport);
-    cleanups.push(() => client.close());
+    const client = await connectStdio('cli-smoke', [bin, '--config', 'examples/everything.json']);
     expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
       'search_tools',
       'call_tool',
@@ -110,16 +117,9 @@ describe('extensible-mcp CLI', () => {
     const args = (entry?.args ?? []).map((arg) =>
       arg.replace('/absolute/path/to/extensible-mcp', process.cwd()).replace('/absolute/path/to/config.json', config),
     );
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args,
+    const client = await connectStdio('claude-desktop-entry', args, {
       cwd: mkdtempSync(join(tmpdir(), 'emcp-desktop-')),
-      env: offline as Record<string, string>,
-      stderr: 'pipe',
     });
-    const client = new Client({ name: 'claude-desktop-entry', version: '1.0.0' });
-    await client.connect(transport);
-    cleanups.push(() => client.close());
     expect(await searchNames(client, 'echo back a message')).toContain('everything__echo');
     expect(textOf(await callTool(client, 'everything__echo', { message: 'desktop' }))).toBe('Echo: desktop');
   });
@@ -161,15 +161,7 @@ describe('extensible-mcp CLI', () => {
       },
       filters: { rego_policy: `${process.cwd()}/examples/deny_dangerous.rego` },
     });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [bin, '--config', config],
-      env: offline as Record<string, string>,
-      stderr: 'pipe',
-    });
-    const client = new Client({ name: 'cli-rego', version: '1.0.0' });
-    await client.connect(transport);
-    cleanups.push(() => client.close());
+    const client = await connectStdio('cli-rego', [bin, '--config', config]);
     expect(await searchNames(client, 'echoes back the message')).toContain('fixture__echo');
     expect(textOf(await callTool(client, 'fixture__echo', { message: 'hello' }))).toBe('echo: hello');
     const refused = await callTool(client, 'fixture__echo', { message: 'sure: rm -rf / --no-preserve-root' });

@@ -11,6 +11,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { runTransparentCli } from '../../proxy/transparent/index';
+import { runNode } from '../credentials/cli-run';
 import { EVERYTHING_ENTRY } from './helpers';
 
 const BIN = fileURLToPath(new URL('../../bin/mcp-elicitation-proxy.mjs', import.meta.url));
@@ -23,24 +24,9 @@ async function writeConfig(text: string): Promise<string> {
 }
 
 /** Runs the bin to completion and collects its exit code and output. */
-function runBin(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end();
-  });
+async function runBin(args: string[], env: Record<string, string> = {}) {
+  const { status, stdout, stderr } = await runNode([BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+  return { code: status, stdout, stderr };
 }
 
 const GOOD = `
