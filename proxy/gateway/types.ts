@@ -1,0 +1,244 @@
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { CallToolResult, ElicitRequestFormParams, ElicitResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+
+/**
+ * The gateway's public contract (SPEC §3.12). Every face (the search-mode MCP server, the
+ * transparent MCP server, the Streamable HTTP handler, the in-memory client) is a thin adapter
+ * over a {@link Gateway}; identity, payments and the app build against these types only.
+ */
+
+/** How a server came to be admitted: facts the gateway controls, never the server's own claims. */
+export type Admission = 'config' | 'runtime' | 'in-process';
+
+/** What the gateway vouches for about a downstream server (SPEC §4.8): routing reads only these. */
+export interface ServerFacts {
+  readonly name: string;
+  /** The Streamable HTTP endpoint it was admitted at; absent for stdio and in-process servers. */
+  readonly url?: string;
+  readonly admission: Admission;
+}
+
+/** Who acts, when the host knows more than the MCP session (a signed-in household member). */
+export interface Principal {
+  readonly id: string;
+  readonly role?: string;
+}
+
+/** Asks the human through a form, tied by the face to the request being handled. */
+export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
+
+/** The context every gateway operation and every filter receives. */
+export interface CallContext {
+  /** The MCP session: the discovery gate and evidence are scoped to it. */
+  readonly session: string;
+  /** The authenticated principal, when the host has one. */
+  readonly principal?: Principal;
+  /** Present when the client declared form elicitation. */
+  readonly elicit?: Elicit;
+  /** Aborts the operation (client cancelled, connection gone). */
+  readonly signal?: AbortSignal;
+}
+
+/** A tool as search ranks it and the search pipeline sees it, stamped by the gateway. */
+export interface SearchHit {
+  /** Qualified name: `{server}__{tool}` for downstream tools, the bare name for local tools. */
+  readonly name: string;
+  /** The tool's own name on its server (the bare name for local tools). */
+  readonly toolName: string;
+  /** The server's admission facts, `undefined` for a local tool. */
+  readonly server: ServerFacts | undefined;
+  readonly description: string;
+  readonly inputSchema: Tool['inputSchema'];
+  /** Fused rank score in (0, 1], higher is better. */
+  readonly score: number;
+  /** Relevance in [0, 1] that `similarity_threshold` compares against. */
+  readonly similarity: number;
+}
+
+/** What a search asks. */
+export interface SearchQuery {
+  readonly query: string;
+  /** Already clamped to 1..50 by the gateway. */
+  readonly topK: number;
+}
+
+/** How search currently ranks: lexical while the model loads or when it is unavailable. */
+export type SearchMode = 'loading' | 'hybrid' | 'lexical';
+
+/** What {@link Gateway.search} returns; every hit is now discovered in the caller's session. */
+export interface SearchResult {
+  readonly mode: SearchMode;
+  readonly hits: readonly SearchHit[];
+}
+
+/** A call as the caller makes it. */
+export interface CallInput {
+  /** The name the session discovered: qualified in search mode, the bare upstream name in transparent mode. */
+  readonly tool: string;
+  readonly arguments: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A call on its way through the call pipeline, stamped by the gateway from what it owns (the
+ * index, the registry, the governing bundle), never from the caller's say-so.
+ */
+export interface CallRequest {
+  /** The name the session discovered (see {@link CallInput.tool}). */
+  readonly tool: string;
+  /** The tool's own name on its server; `undefined` when the gateway knows no such tool. */
+  readonly toolName: string | undefined;
+  /** The server's admission facts; `undefined` for a local tool or an unknown name. */
+  readonly server: ServerFacts | undefined;
+  readonly arguments: Readonly<Record<string, unknown>>;
+  /** The tool's input schema as indexed (absent for an unknown tool). */
+  readonly inputSchema?: Tool['inputSchema'];
+  /** Whether the tool declares an output schema (a blocked result must then be text). */
+  readonly hasOutputSchema: boolean;
+  /**
+   * The credential fields of the policy bundle that governs this server (SPEC §4.5): elicitation
+   * never asks for them, and the policy filter strips them. Empty when ungoverned.
+   */
+  readonly credentialFields: readonly string[];
+}
+
+/** How a dispatched call ended, as a wrapping call filter sees it. */
+export type DispatchOutcome =
+  /** The tool answered (its result may itself be an `isError` result). */
+  | { readonly status: 'completed'; readonly result: CallToolResult }
+  /** The call certainly did not run: refused before it was sent, or the server reported a failure. */
+  | { readonly status: 'failed'; readonly reason: string }
+  /** The call may have run (timeout, lost connection): never replayed, reported as outcome unknown. */
+  | { readonly status: 'unknown'; readonly reason: string };
+
+/** Runs the rest of the call: the later filters' wraps, then the downstream or local tool. Call it at most once. */
+export type Dispatch = () => Promise<DispatchOutcome>;
+
+/**
+ * A call filter's verdict. `allow` may rewrite the request for the next filter and may wrap
+ * dispatch to see how the call ended (e.g. commit evidence only after settlement); `deny` stops
+ * the chain with a reason the model can act on, or with a whole result to show instead.
+ */
+export type CallVerdict =
+  | {
+      readonly decision: 'allow';
+      readonly request?: CallRequest;
+      readonly wrap?: (dispatch: Dispatch) => Promise<DispatchOutcome>;
+    }
+  | { readonly decision: 'deny'; readonly reason: string; readonly result?: CallToolResult };
+
+/** A call filter decides whether a call may proceed. It returns a verdict; a filter that throws denies. */
+export type CallFilter = (request: CallRequest, context: CallContext) => CallVerdict | Promise<CallVerdict>;
+
+/** A search filter narrows or rewrites the ranked list before the top-k cut. */
+export type SearchFilter = (
+  hits: readonly SearchHit[],
+  query: SearchQuery,
+  context: CallContext,
+) => readonly SearchHit[] | Promise<readonly SearchHit[]>;
+
+/** A response filter's verdict: pass (optionally rewritten and/or flagged) or deny. */
+export type ResponseVerdict =
+  | { readonly decision: 'allow'; readonly result?: CallToolResult; readonly flag?: string }
+  | { readonly decision: 'deny'; readonly reason: string };
+
+/** A response filter sees what an allowed call returned before the model does. */
+export type ResponseFilter = (
+  result: CallToolResult,
+  request: CallRequest,
+  context: CallContext,
+) => ResponseVerdict | Promise<ResponseVerdict>;
+
+/** A `load_mcp_server` request, seen before any connection is made. */
+export interface LoadRequest {
+  readonly serverName: string;
+  readonly url: string;
+}
+
+/** A load filter's verdict. */
+export type LoadVerdict = { readonly decision: 'allow' } | { readonly decision: 'deny'; readonly reason: string };
+
+/** A load filter may refuse a runtime server load. */
+export type LoadFilter = (request: LoadRequest, context: CallContext) => LoadVerdict | Promise<LoadVerdict>;
+
+/** What a load did: the tools it indexed, or why it was refused. */
+export type LoadResult =
+  | { readonly loaded: true; readonly server: string; readonly tools: number }
+  | { readonly loaded: false; readonly reason: string };
+
+/** The four pipelines, each an ordered list of filters. */
+export type PipelineName = 'search' | 'call' | 'response' | 'load';
+
+/** One structured event per decision (SPEC §3.6). */
+export interface ProxyEvent {
+  readonly ts: string;
+  readonly session: string;
+  readonly pipeline: PipelineName;
+  /** The filter's function name (`accessControl`), or the gateway step (`dispatch`). */
+  readonly filter: string;
+  /** The tool, the query (search) or the server name (load) the decision was about. */
+  readonly tool: string;
+  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'error';
+  readonly reason?: string;
+  readonly durationUs: number;
+}
+
+/** Receives every decision. It must not throw; if it does, the error is logged and ignored. */
+export type EventHook = (event: ProxyEvent) => void;
+
+/**
+ * How a face supplies "discovered" (SPEC §3.5): a search face by what {@link Gateway.search}
+ * returned to the session; a transparent face by the `tools/list` answer the session received.
+ * The gate itself has no off switch.
+ */
+export type DiscoverySource = 'search' | 'listing';
+
+/** What {@link Gateway.admit} connected. */
+export interface AdmitReport {
+  readonly server: string;
+  readonly tools: number;
+}
+
+/** What starting the configured servers managed to connect. */
+export interface StartReport {
+  readonly connected: readonly string[];
+  readonly failed: readonly { readonly name: string; readonly reason: string }[];
+}
+
+/**
+ * The transport-agnostic gateway: it owns the downstream registry, the index, the four ordered
+ * pipelines and dispatch. It exposes only what the model may reach (`search`, `call`, `load`)
+ * plus operator-only `admit`, `start` and `close`; no API hands out a connection or the index.
+ */
+export interface Gateway {
+  /** Ranks, filters and cuts; every returned tool becomes discovered in `context.session`. */
+  search(query: { readonly query: string; readonly topK?: number }, context: CallContext): Promise<SearchResult>;
+  /** Call pipeline → dispatch (never replayed) → response pipeline. Refusals are `isError` results. */
+  call(input: CallInput, context: CallContext): Promise<CallToolResult>;
+  /** Load pipeline → anonymous unless configured (SPEC §3.9) → index. */
+  load(request: LoadRequest, context: CallContext): Promise<LoadResult>;
+  /** Operator-only: admits a server (config reload, `add-server`). Never reachable from a model. */
+  admit(name: string, spec: DownstreamSpec): Promise<AdmitReport>;
+  /** Connects every configured server; unreachable ones are reported, not fatal. */
+  start(): Promise<StartReport>;
+  /** How search ranks right now. */
+  readonly searchMode: SearchMode;
+  /** Resolves once the model has loaded (or failed to) and every indexed tool is embedded. */
+  ready(): Promise<SearchMode>;
+  close(): Promise<void>;
+}
+
+/** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
+export interface LinkableServer {
+  connect(transport: Transport): Promise<void>;
+}
+
+/** How to reach a downstream server. */
+export type DownstreamSpec =
+  | {
+      readonly kind: 'stdio';
+      readonly command: string;
+      readonly args?: readonly string[];
+      readonly env?: Readonly<Record<string, string>>;
+    }
+  | { readonly kind: 'http'; readonly url: string }
+  | { readonly kind: 'in-process'; readonly server: LinkableServer };
