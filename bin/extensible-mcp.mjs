@@ -3,5 +3,5 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { runCli } = await import('../proxy/cli.ts');
+const { runCli } = await import('../proxy/cli/index.ts');
 process.exitCode = await runCli(process.argv.slice(2));

@@ -3,5 +3,5 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { runTransparentCli } = await import('../proxy/transparent/index.ts');
+const { runTransparentCli } = await import('../proxy/cli/index.ts');
 process.exit(await runTransparentCli(process.argv.slice(2)));

@@ -56,6 +56,58 @@ describe('loadConfig', () => {
     );
   });
 
+  it('refuses a URL pattern that is not scheme://host[:port]/path, naming the JSON path (issue 10: it crashed the CLI)', () => {
+    const path = writeConfig({
+      mcpServers: {},
+      filters: {
+        load_control: {
+          allow_url_patterns: ['https://*.corp.example/*', '*.corp.example'],
+          deny_url_patterns: ['https://evil.example:http/*'],
+        },
+      },
+    });
+    expect(() => loadConfig(path)).toThrow(
+      `${path}: invalid config:\n` +
+        '  filters.load_control.deny_url_patterns.0: invalid URL pattern "https://evil.example:http/*": the port must be digits or *; expected scheme://host[:port]/path\n' +
+        '  filters.load_control.allow_url_patterns.1: invalid URL pattern "*.corp.example": expected scheme://host[:port]/path',
+    );
+  });
+
+  it('refuses name globs picomatch cannot compile, which would otherwise never match and fail open', () => {
+    const path = writeConfig({
+      mcpServers: {},
+      filters: {
+        access_control: { deny_patterns: ['github__delete_*', '[z-a]*'] },
+        load_control: { deny_name_patterns: ['{bank,pay'] },
+      },
+    });
+    expect(() => loadConfig(path)).toThrow(
+      /filters\.access_control\.deny_patterns\.1: invalid glob "\[z-a\]\*".*\n {2}filters\.load_control\.deny_name_patterns\.0: invalid glob "\{bank,pay"/,
+    );
+  });
+
+  it('accepts well-formed patterns as written', () => {
+    const config = loadConfig(
+      writeConfig({
+        mcpServers: {},
+        filters: {
+          access_control: { deny_patterns: ['github__delete_*'] },
+          load_control: {
+            deny_name_patterns: ['bank*'],
+            deny_url_patterns: ['https://*.evil.example:*/*'],
+            allow_url_patterns: ['https://*.corp.example/*', 'http://localhost:8080'],
+          },
+        },
+      }),
+    );
+    expect(config.filters.load_control).toEqual({
+      deny_names: [],
+      deny_name_patterns: ['bank*'],
+      deny_url_patterns: ['https://*.evil.example:*/*'],
+      allow_url_patterns: ['https://*.corp.example/*', 'http://localhost:8080'],
+    });
+  });
+
   it('resolves $VAR env values from the .env beside the config first, then the environment', () => {
     const path = writeConfig(
       { mcpServers: { a: { command: 'x', env: { TOKEN: '$API_TOKEN', OTHER: '$FROM_ENV', LITERAL: 'a$b' } } } },

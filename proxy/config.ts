@@ -4,6 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { envReferenceResolver } from './env-references';
 import { ProxyError } from './errors';
+import { globProblem, urlPatternProblem } from './filters/load-control';
 import { nameProblem } from './names';
 
 const nonBlank = z.string().trim().min(1, 'expected a non-empty string');
@@ -37,19 +38,40 @@ const serverSchema = z.unknown().transform((value, context) => {
   return parsed.data;
 });
 
-const patternList = z.array(nonBlank).default([]);
+/**
+ * A list of non-blank strings that `problem` accepts. Patterns are checked here, at the config
+ * boundary, so a malformed one is a config error naming its JSON path instead of a crash when
+ * the filter is built after the proxy started (issue 10).
+ */
+function listOf(problem?: (value: string) => string | undefined) {
+  const item = problem
+    ? nonBlank.superRefine((value, context) => {
+        // A blank value already failed `nonBlank`: one issue per value is enough.
+        const found = value === '' ? undefined : problem(value);
+        if (found) context.addIssue({ code: 'custom', message: found });
+      })
+    : nonBlank;
+  return z.array(item).default([]);
+}
+
+/** Exact names. */
+const nameList = listOf();
+/** Globs over names, as the filters compile them. */
+const globList = listOf(globProblem);
+/** `scheme://host[:port]/path` globs (SPEC §3.7). */
+const urlPatternList = listOf(urlPatternProblem);
 
 const filtersSchema = z.strictObject({
   similarity_threshold: z.number().min(0).max(1).optional(),
   access_control: z
-    .strictObject({ deny: patternList, deny_patterns: patternList, allow_servers: z.array(nonBlank).optional() })
+    .strictObject({ deny: nameList, deny_patterns: globList, allow_servers: z.array(nonBlank).optional() })
     .optional(),
   load_control: z
     .strictObject({
-      deny_names: patternList,
-      deny_name_patterns: patternList,
-      deny_url_patterns: patternList,
-      allow_url_patterns: patternList,
+      deny_names: nameList,
+      deny_name_patterns: globList,
+      deny_url_patterns: urlPatternList,
+      allow_url_patterns: urlPatternList,
     })
     .optional(),
   rego_policy: nonBlank.optional(),

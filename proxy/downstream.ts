@@ -18,6 +18,7 @@ import {
   secretsOf,
 } from './credentials/credentialed-fetch';
 import { ProxyError } from './errors';
+import type { Admission, DownstreamSpec } from './gateway/types';
 
 /**
  * How many secrets a downstream remembers for redaction: two per credential (the header value
@@ -25,27 +26,7 @@ import { ProxyError } from './errors';
  */
 const maxRememberedSecrets = 8;
 
-/** An MCP server object that can be linked in-process (`McpServer` or the low-level `Server`). */
-export interface LinkableServer {
-  connect(transport: Transport): Promise<void>;
-}
-
-/** How to reach a downstream server. */
-export type DownstreamSpec =
-  | {
-      readonly kind: 'stdio';
-      readonly command: string;
-      readonly args?: readonly string[];
-      readonly env?: Readonly<Record<string, string>>;
-    }
-  | {
-      readonly kind: 'http';
-      readonly url: string;
-    }
-  | { readonly kind: 'in-process'; readonly server: LinkableServer };
-
-/** How a downstream came to be admitted: facts the proxy controls, never the server's own claims. */
-export type Admission = 'config' | 'runtime' | 'in-process';
+export type { Admission, DownstreamSpec, LinkableServer } from './gateway/types';
 
 /** What a {@link Downstream} needs from its owner. */
 export interface DownstreamOptions {
@@ -233,21 +214,22 @@ export class Downstream {
   }
 
   /**
-   * Calls `tool` with a timeout. A stdio child found dead, before or during the call, is
-   * restarted once (re-indexed) and the call retried once; a hung server yields a clear error.
+   * Calls `tool` with a timeout. A stdio child found dead before the call is restarted (and
+   * re-indexed) first; a call interrupted by a lost connection is never replayed, since it may
+   * have run (SPEC §3.2): it fails as `outcome-unknown`, and the next call restarts the child.
    */
   async call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
-    const restartable = this.spec.kind === 'stdio';
-    const wasConnected = this.connected;
     const client = await this.connect();
     try {
       return await this.#callOnce(client, tool, args);
     } catch (error) {
-      if (!(restartable && wasConnected && isConnectionLost(error))) throw this.#translate(error, tool);
-      this.#options.log(`server "${this.name}": connection lost during a call; restarting it once`);
-      return this.#callOnce(await this.connect(), tool, args).catch((retryError: unknown) => {
-        throw this.#translate(retryError, tool);
-      });
+      if (!isConnectionLost(error)) throw this.#translate(error, tool);
+      this.#options.log(`server "${this.name}": connection lost during "${tool}"; not retried`);
+      throw new ProxyError(
+        'outcome-unknown',
+        `Server "${this.name}" lost its connection while running "${tool}"; the call may or may not have run, so it was not retried. Check its effect before calling again.`,
+        { cause: error },
+      );
     }
   }
 

@@ -8,7 +8,9 @@ export const proxyErrorCodes = [
   'downstream-timeout',
   'downstream-redirect',
   'downstream-failed',
+  'outcome-unknown',
   'load-failed',
+  'already-admitted',
   'tokens-not-found',
   'credential-invalid',
   'credential-rejected',
@@ -18,13 +20,21 @@ export const proxyErrorCodes = [
 /** One of {@link proxyErrorCodes}. */
 export type ProxyErrorCode = (typeof proxyErrorCodes)[number];
 
+const brand = Symbol.for('extensible-mcp.ProxyError');
+
 /** The proxy's error base class: a closed `code`, a message safe to show, and the original `cause`. */
 export class ProxyError extends Error {
   override readonly name = 'ProxyError';
   readonly code: ProxyErrorCode;
+  readonly [brand] = true;
 
   constructor(code: ProxyErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
+  }
+
+  /** True for a ProxyError from any copy of this module (a bundler may hold two), unlike `instanceof`. */
+  static isInstance(error: unknown): error is ProxyError {
+    return typeof error === 'object' && error !== null && (error as { [brand]?: unknown })[brand] === true;
   }
 }

@@ -1,9 +1,9 @@
 import type { ProxyConfig } from './config';
-import type { CreateProxyOptions } from './create-proxy';
-import type { DownstreamSpec } from './downstream';
+import type { GatewayOptions } from './gateway/create-gateway';
+import type { DownstreamSpec } from './gateway/types';
 
-/** Maps a validated config file onto {@link CreateProxyOptions} (servers and reference filters). */
-export function proxyOptionsFromConfig(config: ProxyConfig): CreateProxyOptions {
+/** Maps a validated config file onto {@link GatewayOptions} (servers and reference filters). */
+export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
   const servers: Record<string, DownstreamSpec> = {};
   for (const [name, server] of Object.entries(config.servers)) {
     servers[name] =

@@ -1,77 +1,67 @@
-/** The extensible-mcp proxy library: the public entry every other folder imports. */
+/**
+ * The extensible-mcp proxy library: the one public entry every other folder imports. It exports
+ * the gateway, its faces, the filter factories and the types; never a downstream connection, the
+ * tool index or CLI plumbing (SPEC §3.12, §10.1).
+ */
 export { defaultConfigPaths, loadConfig, type ProxyConfig, resolveConfigPath, type ServerConfig } from './config';
-export {
-  type CreateProxyOptions,
-  clampTopK,
-  createProxy,
-  type EmbeddingOptions,
-  type ExtensibleProxy,
-  type LocalTool,
-  type ProxyLogger,
-  type StartReport,
-} from './create-proxy';
-export {
-  acquirePidFile,
-  addServerToConfig,
-  bindingUrl,
-  type CredentialLookup,
-  checkPidFile,
-  createTokenCredentials,
-  credentialRejected,
-  type PidFileCheck,
-  type PresentedCredential,
-  parseTokens,
-  pidFilePath,
-  processStartTime,
-  readTokensFile,
-  reloadServers,
-  resolveTokensPath,
-  runAddServer,
-  sameServerUrl,
-  signalRunningProxy,
-  type TokenCredentialsOptions,
-  type Verification,
-  verifyServer,
-  writeToken,
-} from './credentials/index';
+export { type CredentialLookup, createTokenCredentials, type TokenCredentialsOptions } from './credentials/index';
 export { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
-export {
-  type Admission,
-  Downstream,
-  type DownstreamSpec,
-  fetchWithoutRedirects,
-  type LinkableServer,
-} from './downstream';
 export { type Embedder, loadMiniLm, miniLmModel } from './embedder';
-export { type ProxyEnv, readProxyEnv } from './env';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
 export { type AccessControlOptions, accessControl } from './filters/access-control';
-export { discoveryGate } from './filters/discovery-gate';
 export { hideTools } from './filters/hide-tools';
 export { type LoadControlOptions, loadControl } from './filters/load-control';
 export { similarityThreshold } from './filters/similarity-threshold';
-export { proxyOptionsFromConfig } from './from-config';
-export { nameSeparator, qualifyName } from './names';
+export { gatewayOptionsFromConfig } from './from-config';
+export {
+  clampTopK,
+  createGateway,
+  type EmbeddingOptions,
+  type GatewayOptions,
+  type Governance,
+  type GovernedBundle,
+  type LocalTool,
+  type ProxyLogger,
+} from './gateway/create-gateway';
 export type {
+  Admission,
+  AdmitReport,
+  CallContext,
   CallFilter,
+  CallInput,
   CallRequest,
   CallVerdict,
+  DiscoverySource,
+  Dispatch,
+  DispatchOutcome,
+  DownstreamSpec,
+  Elicit,
   EventHook,
-  FilterContext,
+  Gateway,
+  LinkableServer,
   LoadFilter,
   LoadRequest,
+  LoadResult,
   LoadVerdict,
   PipelineName,
+  Principal,
   ProxyEvent,
   ResponseFilter,
   ResponseVerdict,
   SearchFilter,
   SearchHit,
+  SearchMode,
   SearchQuery,
-} from './pipeline';
+  SearchResult,
+  ServerFacts,
+  StartReport,
+} from './gateway/types';
+export { createHttpHandler, type HttpHandler, type HttpHandlerOptions } from './http/http-handler';
+export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
+export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
+export { createSearchModeServer } from './meta-tools/search-mode-server';
+export { nameSeparator, qualifyName } from './names';
 export {
-  type AdmissionFacts,
-  bundleRouter,
   createHostBuiltins,
   createRouteResolver,
   type EvidenceStore,
@@ -82,20 +72,18 @@ export {
   type PolicyBundle,
   PolicyError,
   type PolicyOutcome,
-  policyAugmenter,
   policyFilter,
+  type Route,
+  type RouteEntry,
   type RouteResolver,
   regoPolicyFilter,
   singleUseFilter,
 } from './policy/index';
-export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './serve-http';
-export { type IndexedTool, type IndexMode, ToolIndex } from './tool-index';
 export {
   createTransparentProxy,
   type ElicitationFilterOptions,
   elicitationFilter,
   elicitationMiddleware,
   loadTransparentConfig,
-  runTransparentCli,
   type TransparentConfig,
 } from './transparent/index';

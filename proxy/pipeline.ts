@@ -1,105 +1,27 @@
-import type { CallToolResult, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallContext,
+  CallFilter,
+  CallRequest,
+  CallVerdict,
+  Dispatch,
+  DispatchOutcome,
+  EventHook,
+  LoadFilter,
+  LoadRequest,
+  PipelineName,
+  ProxyEvent,
+  ResponseFilter,
+  SearchFilter,
+  SearchHit,
+  SearchQuery,
+} from './gateway/types';
 
-/** Who is asking: the MCP session a request arrived on. Every filter receives it. */
-export interface FilterContext {
-  /** The MCP session id (the discovery gate and evidence are scoped to it). */
-  readonly session: string;
-  /**
-   * Asks the human through the client's form elicitation, tied to the request being handled.
-   * Absent when the client did not declare the elicitation capability.
-   */
-  readonly elicit?: (params: ElicitRequest['params']) => Promise<ElicitResult>;
-}
+/** @deprecated The context every filter receives; see {@link CallContext}. */
+export type FilterContext = CallContext;
 
-/** A tool as the index and the search pipeline see it. */
-export interface SearchHit {
-  /** Qualified name: `{server}__{tool}` for downstream tools, the bare name for local tools. */
-  readonly name: string;
-  /** The downstream server, or `undefined` for a local tool. */
-  readonly server: string | undefined;
-  readonly description: string;
-  readonly inputSchema: Tool['inputSchema'];
-  /** Fused rank score in (0, 1], higher is better. */
-  readonly score: number;
-  /** Relevance in [0, 1] that `similarity_threshold` compares against (cosine when the model is ready, normalised BM25 otherwise). */
-  readonly similarity: number;
-}
-
-/** What `search_tools` was asked. */
-export interface SearchQuery {
-  readonly query: string;
-  readonly topK: number;
-}
-
-/** A search filter narrows or rewrites the ranked list before the top-k cut. */
-export type SearchFilter = (
-  hits: readonly SearchHit[],
-  query: SearchQuery,
-  context: FilterContext,
-) => readonly SearchHit[] | Promise<readonly SearchHit[]>;
-
-/** A tool call on its way through the call pipeline. */
-export interface CallRequest {
-  /** Qualified tool name as the model gave it. */
-  readonly tool: string;
-  /** The downstream server, or `undefined` for a local tool. */
-  readonly server: string | undefined;
-  readonly arguments: Readonly<Record<string, unknown>>;
-  /** The tool's input schema as indexed (absent for an unknown tool). */
-  readonly inputSchema?: Tool['inputSchema'];
-}
-
-/** A call filter's verdict: allow (optionally rewriting the call for the next filter) or deny with a reason the model can act on. */
-export type CallVerdict =
-  | { readonly decision: 'allow'; readonly request?: CallRequest }
-  | { readonly decision: 'deny'; readonly reason: string };
-
-/** A call filter decides whether a call may proceed. The first deny stops the chain. */
-export type CallFilter = (request: CallRequest, context: FilterContext) => CallVerdict | Promise<CallVerdict>;
-
-/** A response filter's verdict: pass (optionally rewritten and/or flagged) or deny. */
-export type ResponseVerdict =
-  | { readonly decision: 'allow'; readonly result?: CallToolResult; readonly flag?: string }
-  | { readonly decision: 'deny'; readonly reason: string };
-
-/** A response filter sees what an allowed call returned before the model does. */
-export type ResponseFilter = (
-  result: CallToolResult,
-  request: CallRequest,
-  context: FilterContext,
-) => ResponseVerdict | Promise<ResponseVerdict>;
-
-/** A `load_mcp_server` request, seen before any connection is made. */
-export interface LoadRequest {
-  readonly serverName: string;
-  readonly url: string;
-}
-
-/** A load filter's verdict. */
-export type LoadVerdict = { readonly decision: 'allow' } | { readonly decision: 'deny'; readonly reason: string };
-
-/** A load filter may refuse a runtime server load. */
-export type LoadFilter = (request: LoadRequest, context: FilterContext) => LoadVerdict | Promise<LoadVerdict>;
-
-/** The four pipelines a proxy runs, each an ordered list of filters. */
-export type PipelineName = 'search' | 'call' | 'response' | 'load';
-
-/** One structured event per decision (SPEC §3.6). */
-export interface ProxyEvent {
-  readonly ts: string;
-  readonly session: string;
-  readonly pipeline: PipelineName;
-  /** The filter's function name (`accessControl`), or the proxy step (`dispatch`). */
-  readonly filter: string;
-  /** The tool, the query (search) or the server name (load) the decision was about. */
-  readonly tool: string;
-  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'error';
-  readonly reason?: string;
-  readonly durationUs: number;
-}
-
-/** Receives every decision the proxy makes. It must not throw; if it does, the error is logged and ignored. */
-export type EventHook = (event: ProxyEvent) => void;
+/** @deprecated The index's own hit type; the gateway stamps it into a {@link SearchHit}. */
+export type { RankedTool as IndexHit };
 
 /** Where a pipeline run reports: the event hook and the log for filter faults. */
 export interface PipelineReporter {
@@ -111,18 +33,27 @@ export interface PipelineReporter {
 /** The outcome of the call, response or load pipeline. */
 export type PipelineOutcome<T> =
   | { readonly allowed: true; readonly value: T }
-  | { readonly allowed: false; readonly reason: string };
+  | { readonly allowed: false; readonly reason: string; readonly result?: CallToolResult };
+
+/** The call pipeline's outcome: on allow, the final request and dispatch wrapped by every filter that asked to. */
+export type CallOutcome =
+  | {
+      readonly allowed: true;
+      readonly value: CallRequest;
+      readonly wrap: (dispatch: Dispatch) => Promise<DispatchOutcome>;
+    }
+  | { readonly allowed: false; readonly reason: string; readonly result?: CallToolResult };
 
 type Verdict<T> =
   | { readonly decision: 'allow'; readonly value?: T; readonly flag?: string }
-  | { readonly decision: 'deny'; readonly reason: string };
+  | { readonly decision: 'deny'; readonly reason: string; readonly result?: CallToolResult };
 
 interface ChainOptions<T> {
   readonly pipeline: PipelineName;
   readonly steps: readonly ((value: T) => Verdict<T> | Promise<Verdict<T>>)[];
   readonly names: readonly string[];
   readonly subject: (value: T) => string;
-  readonly context: FilterContext;
+  readonly context: CallContext;
   readonly reporter: PipelineReporter;
 }
 
@@ -154,7 +85,7 @@ async function runChain<T>(initial: T, options: ChainOptions<T>): Promise<Pipeli
     const durationUs = elapsedUs(start);
     if (verdict.decision === 'deny') {
       report(reporter, { ...event, decision: 'deny', reason: verdict.reason, durationUs });
-      return { allowed: false, reason: verdict.reason };
+      return { allowed: false, reason: verdict.reason, ...(verdict.result && { result: verdict.result }) };
     }
     const rewritten = verdict.value !== undefined && verdict.value !== value;
     const decision = verdict.flag !== undefined ? 'flag' : rewritten ? 'rewrite' : 'allow';
@@ -172,31 +103,73 @@ function report(reporter: PipelineReporter, event: Omit<ProxyEvent, 'ts'>): void
   }
 }
 
-/** Runs the call pipeline (SPEC §3.6): first deny wins; rewritten calls reach the next filter. */
-export function runCallPipeline(
+/**
+ * Runs the call pipeline (SPEC §3.6): first deny wins; rewritten calls reach the next filter.
+ * Filters that wrap dispatch are composed outermost-first, so the earliest filter sees the final
+ * outcome last, the way middleware unwinds.
+ */
+export async function runCallPipeline(
   filters: readonly CallFilter[],
   request: CallRequest,
-  options: { context: FilterContext; reporter: PipelineReporter },
-): Promise<PipelineOutcome<CallRequest>> {
-  return runChain(request, {
+  options: { context: CallContext; reporter: PipelineReporter },
+): Promise<CallOutcome> {
+  const wraps: { filter: string; wrap: (dispatch: Dispatch) => Promise<DispatchOutcome> }[] = [];
+  const outcome = await runChain(request, {
     ...options,
     pipeline: 'call',
     names: filters.map((filter) => filter.name),
     subject: (value) => value.tool,
     steps: filters.map((filter) => async (value: CallRequest): Promise<Verdict<CallRequest>> => {
-      const verdict = await filter(value, options.context);
-      return verdict.decision === 'deny'
-        ? verdict
-        : { decision: 'allow', ...(verdict.request && { value: verdict.request }) };
+      const verdict: CallVerdict = await filter(value, options.context);
+      if (verdict.decision === 'deny') return verdict;
+      if (verdict.wrap) wraps.push({ filter: filter.name || 'anonymous', wrap: verdict.wrap });
+      return { decision: 'allow', ...(verdict.request && { value: verdict.request }) };
     }),
   });
+  if (!outcome.allowed) return outcome;
+  return {
+    allowed: true,
+    value: outcome.value,
+    wrap: (dispatch) =>
+      wraps.reduceRight<Dispatch>(
+        (inner, { filter, wrap }) => guarded(filter, wrap, inner, options.reporter),
+        dispatch,
+      )(),
+  };
+}
+
+/**
+ * One wrap around `inner`: `inner` runs at most once, and a wrap that throws fails closed: before
+ * dispatch the call is refused; after it the outcome is withheld as unknown (the call may have run).
+ */
+function guarded(
+  filter: string,
+  wrap: (dispatch: Dispatch) => Promise<DispatchOutcome>,
+  inner: Dispatch,
+  reporter: PipelineReporter,
+): Dispatch {
+  return async () => {
+    let dispatched: Promise<DispatchOutcome> | undefined;
+    const once: Dispatch = () => {
+      dispatched ??= inner();
+      return dispatched;
+    };
+    try {
+      return await wrap(once);
+    } catch (error) {
+      reporter.onFilterError(filter, error);
+      return dispatched === undefined
+        ? { status: 'failed', reason: `Refused: the ${filter} check failed, so the request was blocked (fail closed).` }
+        : { status: 'unknown', reason: `The ${filter} check failed after the call was sent.` };
+    }
+  };
 }
 
 /** Runs the response pipeline on an allowed call's result. */
 export function runResponsePipeline(
   filters: readonly ResponseFilter[],
   result: CallToolResult,
-  options: { request: CallRequest; context: FilterContext; reporter: PipelineReporter },
+  options: { request: CallRequest; context: CallContext; reporter: PipelineReporter },
 ): Promise<PipelineOutcome<CallToolResult>> {
   return runChain(result, {
     ...options,
@@ -219,7 +192,7 @@ export function runResponsePipeline(
 export function runLoadPipeline(
   filters: readonly LoadFilter[],
   request: LoadRequest,
-  options: { context: FilterContext; reporter: PipelineReporter },
+  options: { context: CallContext; reporter: PipelineReporter },
 ): Promise<PipelineOutcome<LoadRequest>> {
   return runChain(request, {
     ...options,
@@ -237,7 +210,7 @@ export function runLoadPipeline(
 export async function runSearchPipeline(
   filters: readonly SearchFilter[],
   hits: readonly SearchHit[],
-  options: { query: SearchQuery; context: FilterContext; reporter: PipelineReporter },
+  options: { query: SearchQuery; context: CallContext; reporter: PipelineReporter },
 ): Promise<readonly SearchHit[]> {
   let current = hits;
   for (const filter of filters) {
@@ -272,3 +245,6 @@ export async function runSearchPipeline(
   }
   return current;
 }
+
+/** A ranked tool as the index returns it, before the gateway stamps its server's facts. */
+export type RankedTool = Omit<SearchHit, 'server' | 'toolName'> & { readonly server: string | undefined };

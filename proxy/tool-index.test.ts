@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Embedder } from './embedder';
 import { type IndexedTool, indexText, maskIdentifiers, ToolIndex, tokenize } from './tool-index';
 
@@ -150,5 +150,109 @@ describe('ToolIndex', () => {
     await vi.waitFor(() => expect(releaseProducts).toHaveLength(2));
     releaseProducts[1]?.();
     expect((await next).map((hit) => hit.name).sort()).toEqual(['early__lookup', 'late__fetch']);
+  });
+});
+
+// Issue 10: an embedder whose embed() rejected after the model had loaded killed the process with
+// an unhandled rejection (the background indexing chain had no catch) or failed the search.
+describe('ToolIndex when the embedding model fails after loading', () => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  beforeEach(() => {
+    unhandled.length = 0;
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterEach(() => {
+    process.off('unhandledRejection', onUnhandled);
+  });
+
+  /** Embeds as a one-dimensional model until `fails(texts)` says otherwise, then rejects. */
+  const faulty = (fails: (texts: readonly string[]) => boolean, extra: Partial<Embedder> = {}): Embedder => ({
+    model: 'faulty',
+    embed: async (texts) => {
+      if (fails(texts)) throw new Error('onnxruntime: session lost');
+      return texts.map(() => new Float32Array([1]));
+    },
+    ...extra,
+  });
+  const tools = [tool('read_file', 'Read a file from disk'), tool('send_email', 'Send an email message')];
+  /** Lets every pending promise (and its unhandled-rejection report) run. */
+  const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+  it('falls back to lexical search for good when background indexing rejects, and says so once', async () => {
+    const lines: string[] = [];
+    const index = new ToolIndex(Promise.resolve(faulty(() => true)), { log: (line) => lines.push(line) });
+    index.replace('srv', tools);
+    expect(await index.settled()).toBe('lexical');
+    index.replace('more', [tool('fetch_page', 'Fetch a web page', 'more')]);
+    expect(await index.settled()).toBe('lexical');
+    expect((await index.search('send an email'))[0]?.name).toBe('srv__send_email');
+    await drain();
+    expect(unhandled).toEqual([]);
+    expect(index.mode).toBe('lexical');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/faulty.*session lost.*lexical/);
+  });
+
+  it('answers the search in progress lexically when the query embedding rejects, and says so once', async () => {
+    const lines: string[] = [];
+    // Tool texts carry their qualified name (`srv__…`); a query does not.
+    const index = new ToolIndex(Promise.resolve(faulty((texts) => texts.some((text) => !text.includes('__')))), {
+      log: (line) => lines.push(line),
+    });
+    index.replace('srv', tools);
+    expect(await index.settled()).toBe('hybrid');
+    expect((await index.search('send an email'))[0]?.name).toBe('srv__send_email');
+    expect(index.mode).toBe('lexical');
+    expect((await index.search('read a file'))[0]?.name).toBe('srv__read_file');
+    await drain();
+    expect(unhandled).toEqual([]);
+    expect(lines).toHaveLength(1);
+  });
+
+  it('answers lexically when the similarity product rejects, and says so once', async () => {
+    const lines: string[] = [];
+    const similarities = vi.fn(async () => {
+      throw new Error('matmul failed');
+    });
+    const index = new ToolIndex(Promise.resolve(faulty(() => false, { similarities })), {
+      log: (line) => lines.push(line),
+    });
+    index.replace('srv', tools);
+    expect(await index.settled()).toBe('hybrid');
+    expect((await index.search('send an email'))[0]?.name).toBe('srv__send_email');
+    expect((await index.search('read a file'))[0]?.name).toBe('srv__read_file');
+    await drain();
+    expect(unhandled).toEqual([]);
+    expect(index.mode).toBe('lexical');
+    expect(similarities).toHaveBeenCalledTimes(1);
+    expect(lines).toEqual([expect.stringMatching(/matmul failed/)]);
+  });
+
+  it('logs once when a query and the background indexing fail together', async () => {
+    const lines: string[] = [];
+    let failing = false;
+    const index = new ToolIndex(Promise.resolve(faulty(() => failing)), { log: (line) => lines.push(line) });
+    index.replace('srv', tools);
+    expect(await index.settled()).toBe('hybrid');
+    failing = true;
+    index.replace('more', [tool('fetch_page', 'Fetch a web page', 'more')]);
+    const hits = await index.search('fetch a web page');
+    expect(await index.settled()).toBe('lexical');
+    expect(hits[0]?.name).toBe('more__fetch_page');
+    await drain();
+    expect(unhandled).toEqual([]);
+    expect(lines).toHaveLength(1);
+  });
+
+  it('treats a model whose loading rejects like one that is unavailable', async () => {
+    const lines: string[] = [];
+    const index = new ToolIndex(Promise.reject(new Error('worker crashed')), { log: (line) => lines.push(line) });
+    index.replace('srv', tools);
+    expect(await index.settled()).toBe('lexical');
+    expect((await index.search('send an email'))[0]?.name).toBe('srv__send_email');
+    await drain();
+    expect(unhandled).toEqual([]);
+    expect(lines).toEqual([expect.stringMatching(/worker crashed/)]);
   });
 });

@@ -2,7 +2,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { LRUCache } from 'lru-cache';
 import type { Embedder } from './embedder';
 import { LexicalIndex } from './lexical-index';
-import type { SearchHit } from './pipeline';
+import type { IndexHit as SearchHit } from './pipeline';
 import { VectorStore } from './vector-store';
 
 /** A tool as the index holds it. */
@@ -73,13 +73,21 @@ export function indexText(tool: IndexedTool): string {
   return `${tool.name}: ${description}.${parameters.length > 0 ? ` Parameters: ${parameters.join(', ')}` : ''}`;
 }
 
+/** Options for {@link ToolIndex}. */
+export interface ToolIndexOptions {
+  /** Receives the one line saying the model failed and search is lexical-only from then on. */
+  readonly log?: (line: string) => void;
+}
+
 /** A tool as the index holds it: with its index text and its row in the lexical and vector stores. */
 type Entry = IndexedTool & { readonly text: string; readonly row: number };
 
 /**
  * The hybrid tool index (SPEC §3.3): BM25 over each tool's index text plus cosine similarity of
  * MiniLM embeddings, fused into one score. The model loads in the background; until it is
- * ready, or if it never is, ranking is lexical and nothing else changes.
+ * ready, or if it never is, ranking is lexical and nothing else changes. A model that fails
+ * after loading (an embedding or similarity call rejects) is dropped for good: the index says
+ * so once and ranks lexically, and the search in progress is answered lexically too.
  */
 export class ToolIndex {
   readonly #tools = new Map<string, Entry>();
@@ -95,22 +103,29 @@ export class ToolIndex {
   #version = 0;
   #embedder: Embedder | undefined;
   #mode: IndexMode;
+  /** Background embedding work, in order. Never rejects: every link ends in {@link #fail}. */
   #pending: Promise<void> = Promise.resolve();
+  /** Set once the model has failed, so a burst of faults logs one line. */
+  #failed = false;
+  readonly #log: ((line: string) => void) | undefined;
 
   /** `embedder` resolves when the model is loaded, or to `undefined` when it cannot be. */
-  constructor(embedder?: Promise<Embedder | undefined>) {
+  constructor(embedder?: Promise<Embedder | undefined>, options: ToolIndexOptions = {}) {
+    this.#log = options.log;
     this.#mode = embedder ? 'loading' : 'lexical';
     if (embedder) {
-      this.#pending = embedder.then((loaded) => {
-        this.#embedder = loaded;
-        if (!loaded) {
-          this.#mode = 'lexical';
-          return;
-        }
-        return this.#embedMissing().then(() => {
-          this.#mode = 'hybrid';
-        });
-      });
+      this.#pending = embedder.then(
+        async (loaded) => {
+          this.#embedder = loaded;
+          if (!loaded) {
+            this.#mode = 'lexical';
+            return;
+          }
+          await this.#embedMissing();
+          if (!this.#failed) this.#mode = 'hybrid';
+        },
+        (error: unknown) => this.#fail(error),
+      );
     }
   }
 
@@ -172,15 +187,37 @@ export class ToolIndex {
     this.#version++;
   }
 
+  /**
+   * The model failed (SPEC §3.3: lexical-only, nothing else changes): drop it for good, so no
+   * later search or re-index touches it again, and say so once however many calls were in flight.
+   */
+  #fail(error: unknown): void {
+    const model = this.#embedder?.model;
+    this.#embedder = undefined;
+    this.#mode = 'lexical';
+    if (this.#failed) return;
+    this.#failed = true;
+    const reason = error instanceof Error ? error.message : String(error);
+    const subject = model === undefined ? 'embedding model' : `embedding model ${model}`;
+    this.#log?.(`${subject} failed (${reason}); tool search is lexical-only (BM25) from now on.`);
+  }
+
+  /** Embeds every tool without a vector yet; a failure drops the model instead of rejecting. */
   async #embedMissing(): Promise<void> {
     const embedder = this.#embedder;
     if (!embedder) return;
     const missing = [...this.#tools.values()].filter((tool) => !this.#vectors.has(tool.row));
-    await this.#embed(embedder, missing);
+    try {
+      await this.#embed(embedder, missing);
+    } catch (error) {
+      this.#fail(error);
+    }
   }
 
   async #embed(embedder: Embedder, missing: readonly Entry[]): Promise<void> {
     for (let start = 0; start < missing.length; start += embedBatchSize) {
+      // A model that failed elsewhere meanwhile is not asked again.
+      if (this.#failed) return;
       const batch = missing.slice(start, start + embedBatchSize);
       const vectors = await embedder.embed(batch.map((tool) => tool.text));
       batch.forEach((tool, index) => {
@@ -191,13 +228,33 @@ export class ToolIndex {
     }
   }
 
+  /** The query's embedding, or `undefined` (rank lexically) when the model fails on it. */
   async #queryVector(embedder: Embedder, query: string): Promise<Float32Array | undefined> {
     const masked = maskIdentifiers(query) || query;
     const cached = this.#queryVectors.get(masked);
     if (cached) return cached;
-    const [vector] = await embedder.embed([masked]);
-    if (vector) this.#queryVectors.set(masked, vector);
-    return vector;
+    try {
+      const [vector] = await embedder.embed([masked]);
+      if (vector) this.#queryVectors.set(masked, vector);
+      return vector;
+    } catch (error) {
+      this.#fail(error);
+      return undefined;
+    }
+  }
+
+  /**
+   * Cosine similarity of `query` with the first `rowCount` rows: on the model's runtime when it
+   * offers that, else in JavaScript. `undefined` (rank lexically) when the model fails on it.
+   */
+  async #cosines(embedder: Embedder, query: Float32Array, rowCount: number): Promise<Float32Array | undefined> {
+    if (!embedder.similarities) return this.#vectors.dot(query, rowCount);
+    try {
+      return await embedder.similarities(this.#vectors.matrix(rowCount), query);
+    } catch (error) {
+      this.#fail(error);
+      return undefined;
+    }
   }
 
   /**
@@ -217,11 +274,7 @@ export class ToolIndex {
     // Vectors keep arriving while tools are embedded in the background; rows embedded after
     // this point count as not embedded yet for this search.
     const embedded = this.#vectors.presence(rowCount);
-    const cosines =
-      queryVector &&
-      (embedder?.similarities
-        ? await embedder.similarities(this.#vectors.matrix(rowCount), queryVector)
-        : this.#vectors.dot(queryVector, rowCount));
+    const cosines = embedder && queryVector ? await this.#cosines(embedder, queryVector, rowCount) : undefined;
     // Rows change hands when tools are re-indexed: if that happened while the model worked,
     // rank the index as it is now (the query's vector is cached by then).
     if (this.#version !== version) return this.search(query, limit);

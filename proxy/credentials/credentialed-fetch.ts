@@ -11,7 +11,15 @@ export interface PresentedCredential {
  * exact URL being fetched; `undefined` means connect anonymously. Implementations enforce URL
  * binding (SPEC §3.9) and may throw a `ProxyError` to refuse the request outright.
  */
-export type CredentialLookup = (serverName: string, url: string) => PresentedCredential | undefined;
+export type CredentialLookup = (request: CredentialRequest) => PresentedCredential | undefined;
+
+/** What a credential lookup is asked: which server, the exact URL, and the URL the operator admitted it at. */
+export interface CredentialRequest {
+  readonly serverName: string;
+  readonly url: string;
+  /** The URL the operator configured for this name (config file or `add-server`), as the gateway records it. */
+  readonly configuredUrl: string | undefined;
+}
 
 /** A `fetch` as the MCP SDK's HTTP transport calls it. */
 export type FetchLike = (input: string | URL, init?: RequestInit) => Promise<Response>;

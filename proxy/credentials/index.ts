@@ -1,12 +1,4 @@
-/** Downstream credentials (SPEC §3.9): the tokens file, URL binding, `add-server` and live reload. */
-export {
-  type AddServerIo,
-  addServerToConfig,
-  type RunAddServerOptions,
-  runAddServer,
-  type Verification,
-  verifyServer,
-} from './add-server';
+/** Downstream credentials (SPEC §3.9): the tokens file, URL binding and redaction. `add-server` and reloads live in `cli/`. */
 export {
   credentialInvalid,
   credentialRejected,
@@ -17,23 +9,12 @@ export {
 export {
   type CredentialedFetchOptions,
   type CredentialLookup,
+  type CredentialRequest,
   credentialedFetch,
   type FetchLike,
   type PresentedCredential,
   redactCredential,
 } from './credentialed-fetch';
-export {
-  acquirePidFile,
-  checkPidFile,
-  type HeldPidFile,
-  type PidFileCheck,
-  type PidRecord,
-  pidFilePath,
-  processStartTime,
-  type SignalOutcome,
-  signalRunningProxy,
-} from './pid-file';
-export { type ReloadReport, type ReloadServersOptions, reloadServers } from './reload-servers';
 export { bindingUrl, sameServerUrl } from './same-server-url';
 export { createTokenCredentials, type TokenCredentialsOptions } from './token-credentials';
 export {

@@ -12,11 +12,12 @@ function setup(text: string, now = () => Date.now()) {
   const logs: string[] = [];
   const lookup = createTokenCredentials({
     tokensPath,
-    configuredUrl: (name) => configured[name],
     log: (line) => logs.push(line),
     now,
   });
-  return { tokensPath, logs, lookup };
+  /** Asks as the gateway does: with the URL the operator admitted the name at. */
+  const ask = (serverName: string, url: string) => lookup({ serverName, url, configuredUrl: configured[serverName] });
+  return { tokensPath, logs, lookup: ask };
 }
 
 describe('createTokenCredentials', () => {
@@ -72,12 +73,15 @@ describe('createTokenCredentials', () => {
     writeFileSync(tokensPath, '');
     const missing = createTokenCredentials({
       tokensPath: `${tokensPath}-missing`,
-      configuredUrl: (name) => configured[name],
       log: (line) => logs.push(line),
     });
     expect(lookup('notion', configured.notion ?? '')).toBeUndefined();
-    expect(missing('notion', configured.notion ?? '')).toBeUndefined();
-    expect(missing('notion', configured.notion ?? '')).toBeUndefined();
+    expect(
+      missing({ serverName: 'notion', url: configured.notion ?? '', configuredUrl: configured.notion }),
+    ).toBeUndefined();
+    expect(
+      missing({ serverName: 'notion', url: configured.notion ?? '', configuredUrl: configured.notion }),
+    ).toBeUndefined();
     expect(logs.filter((line) => line.includes('not present'))).toHaveLength(1);
   });
 });

@@ -8,11 +8,6 @@ import { readTokensFile } from './tokens-file';
 export interface TokenCredentialsOptions {
   /** The resolved tokens file. */
   readonly tokensPath: string;
-  /**
-   * The URL the operator configured for a server name (from the config file, including servers
-   * added later by `add-server`), or `undefined` when the name is not a configured URL server.
-   */
-  readonly configuredUrl: (serverName: string) => string | undefined;
   /** Operator log (stderr). Receives paths, names and URLs, never a token. */
   readonly log: (line: string) => void;
   /** Clock, for tests. */
@@ -39,8 +34,7 @@ export function createTokenCredentials(options: TokenCredentialsOptions): Creden
     options.log(line);
   };
 
-  return function tokenCredentials(serverName, url) {
-    const configured = options.configuredUrl(serverName);
+  return function tokenCredentials({ serverName, url, configuredUrl: configured }) {
     if (configured === undefined) return undefined;
     if (!sameServerUrl(configured, url)) {
       once(

@@ -1,5 +1,5 @@
 import picomatch from 'picomatch';
-import type { CallFilter, SearchFilter } from '../pipeline';
+import type { CallFilter, SearchFilter } from '../gateway/types';
 
 /** `filters.access_control` (SPEC §3.7). */
 export interface AccessControlOptions {
@@ -31,10 +31,10 @@ export function accessControl(options: AccessControlOptions): { search: SearchFi
   const visible = accessPredicate(options);
   return {
     search: function accessControl(hits) {
-      return hits.filter((hit) => visible(hit.name, hit.server));
+      return hits.filter((hit) => visible(hit.name, hit.server?.name));
     },
     call: function accessControl(request) {
-      return visible(request.tool, request.server)
+      return visible(request.tool, request.server?.name)
         ? { decision: 'allow' }
         : { decision: 'deny', reason: `Tool "${request.tool}" is not available (blocked by access control).` };
     },

@@ -1,5 +1,5 @@
 import picomatch from 'picomatch';
-import type { SearchFilter } from '../pipeline';
+import type { SearchFilter } from '../gateway/types';
 
 /**
  * A search filter that hides tools whose qualified name matches any glob. Hidden tools can

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadControl } from './load-control';
+import { globProblem, loadControl, urlPatternProblem } from './load-control';
 
 const context = { session: 's' };
 const decide = (options: Parameters<typeof loadControl>[0], url: string, serverName = 'x') =>
@@ -44,7 +44,47 @@ describe('loadControl', () => {
     expect(decide({}, 'javascript:alert(1)')).toMatchObject({ decision: 'deny' });
   });
 
-  it('rejects malformed patterns when built', () => {
+  it('rejects malformed patterns when built, as config errors', () => {
     expect(() => loadControl({ allowUrlPatterns: ['*.corp.example'] })).toThrow(/invalid URL pattern/);
+    expect(() => loadControl({ denyUrlPatterns: ['https://evil.example:http/*'] })).toThrow(
+      expect.objectContaining({ code: 'config-invalid' }),
+    );
+    // Without the check, picomatch compiles this to a regex that never matches: a deny that fails open.
+    expect(() => loadControl({ denyNamePatterns: ['[z-a]*'] })).toThrow(
+      expect.objectContaining({ code: 'config-invalid', message: expect.stringMatching(/invalid glob "\[z-a\]\*"/) }),
+    );
+  });
+});
+
+describe('urlPatternProblem', () => {
+  it('accepts scheme://host[:port]/path, and every pattern it accepts compiles', () => {
+    const good = [
+      'https://*.corp.example/*',
+      'https://*.corp.example',
+      'http://localhost:8080/mcp',
+      'https://h:*/a/**',
+    ];
+    for (const pattern of good) expect(urlPatternProblem(pattern)).toBeUndefined();
+    expect(() => loadControl({ allowUrlPatterns: good, denyUrlPatterns: good })).not.toThrow();
+  });
+
+  it('names what is wrong, ending with the expected shape', () => {
+    expect(urlPatternProblem('*.corp.example')).toBe(
+      'invalid URL pattern "*.corp.example": expected scheme://host[:port]/path',
+    );
+    expect(urlPatternProblem('https:/x.example/*')).toMatch(/expected scheme:\/\/host\[:port\]\/path$/);
+    expect(urlPatternProblem('https://x.example:http/*')).toMatch(/the port must be digits or \*/);
+    // A user@ or an empty host could never equal a parsed host name.
+    expect(urlPatternProblem('https://user@x.example/*')).toMatch(/the host must be a host name glob/);
+    expect(urlPatternProblem('https://:443/*')).toMatch(/the host must be a host name glob/);
+    expect(urlPatternProblem('https://[z-a].example/*')).toMatch(/invalid glob "\[z-a\]\.example"/);
+  });
+});
+
+describe('globProblem', () => {
+  it('accepts globs picomatch compiles and names the ones it cannot', () => {
+    for (const glob of ['bank*', 'github__delete_*', '{a,b}_*', '[a-z]*']) expect(globProblem(glob)).toBeUndefined();
+    expect(globProblem('[z-a]')).toBe('invalid glob "[z-a]" (Range out of order in character class)');
+    expect(globProblem('{a,b')).toMatch(/^invalid glob "\{a,b" \(/);
   });
 });

@@ -1,5 +1,6 @@
 import picomatch from 'picomatch';
-import type { LoadFilter } from '../pipeline';
+import { ProxyError } from '../errors';
+import type { LoadFilter } from '../gateway/types';
 
 /** `filters.load_control` (SPEC §3.7). */
 export interface LoadControlOptions {
@@ -42,38 +43,97 @@ function parseUrl(url: string): ParsedUrl | undefined {
 type UrlMatcher = (url: ParsedUrl) => boolean;
 
 /**
+ * Why picomatch cannot compile `glob`, or `undefined` when it can. Without `debug`, picomatch
+ * turns a glob whose regex is invalid (`[z-a]`, `{a,b`) into one that never matches: for a deny
+ * pattern that would fail open, so such a glob is an error instead.
+ */
+export function globProblem(glob: string): string | undefined {
+  try {
+    picomatch.makeRe(glob, { dot: true, debug: true });
+    return undefined;
+  } catch (error) {
+    const reason = error instanceof Error ? (/: ([^:]+)$/.exec(error.message)?.[1] ?? error.message) : String(error);
+    return `invalid glob "${glob}" (${reason})`;
+  }
+}
+
+/** A URL pattern split into the globs each part of a parsed URL is checked against. */
+interface UrlPatternParts {
+  readonly scheme: string;
+  readonly host: string;
+  /** Digits or `*`; `undefined` when the pattern states no port. */
+  readonly port: string | undefined;
+  readonly path: string;
+}
+
+const urlPatternShape = 'expected scheme://host[:port]/path';
+
+/** Splits `scheme://host[:port]/path` into its part globs, or says why the pattern is not one. */
+function splitUrlPattern(pattern: string): UrlPatternParts | string {
+  const invalid = (detail: string) => `invalid URL pattern "${pattern}": ${detail}`;
+  const match = /^([a-z*]+):\/\/([^/]+)(\/.*)?$/i.exec(pattern.trim());
+  if (!match) return invalid(urlPatternShape);
+  const [, scheme = '', authority = '', path = '/*'] = match;
+  const portMatch = /^(.*?)(?::(\d+|\*))?$/.exec(authority);
+  const host = (portMatch?.[1] ?? authority).toLowerCase();
+  // A host glob that kept a ':' or an '@' would be compared with a bare host name and never
+  // match: a deny pattern like that would fail open.
+  if (host === '' || host.includes('@')) return invalid(`the host must be a host name glob; ${urlPatternShape}`);
+  if (host.includes(':')) return invalid(`the port must be digits or *; ${urlPatternShape}`);
+  for (const glob of [scheme, host, path]) {
+    const problem = globProblem(glob);
+    if (problem) return invalid(problem);
+  }
+  return { scheme: scheme.toLowerCase(), host, port: portMatch?.[2], path };
+}
+
+/**
+ * Why `pattern` is not a usable URL pattern (`scheme://host[:port]/path` with globs picomatch can
+ * compile), or `undefined` when it is. The config schema checks with this, so a pattern the
+ * config accepts always compiles in {@link loadControl}.
+ */
+export function urlPatternProblem(pattern: string): string | undefined {
+  const parts = splitUrlPattern(pattern);
+  return typeof parts === 'string' ? parts : undefined;
+}
+
+/**
  * Compiles `scheme://host[:port]/path` into a matcher that checks each part against the parsed
  * URL's own part. The host glob never sees the path, so `https://*.corp.example/*` cannot be
  * satisfied by `https://attacker.example/x.corp.example/mcp`. `mode` decides how an unstated
  * port reads: an allow pattern narrows (default port only), a deny pattern broadens (any port).
  */
 function compileUrlPattern(pattern: string, mode: 'allow' | 'deny'): UrlMatcher {
-  const match = /^([a-z*]+):\/\/([^/]+)(\/.*)?$/i.exec(pattern.trim());
-  if (!match) throw new Error(`invalid URL pattern "${pattern}": expected scheme://host[:port]/path`);
-  const [, schemePart = '', authority = '', pathPart = '/*'] = match;
-  const portMatch = /^(.*?)(?::(\d+|\*))?$/.exec(authority);
-  const hostGlob = (portMatch?.[1] ?? authority).toLowerCase();
-  const portGlob = portMatch?.[2];
-  const scheme = picomatch(schemePart.toLowerCase());
-  const host = picomatch(hostGlob, { dot: true });
-  const path = picomatch(pathPart, { dot: true, bash: true });
+  const parts = splitUrlPattern(pattern);
+  if (typeof parts === 'string') throw new ProxyError('config-invalid', parts);
+  const scheme = picomatch(parts.scheme);
+  const host = picomatch(parts.host, { dot: true });
+  const path = picomatch(parts.path, { dot: true, bash: true });
   return (url) => {
     if (!scheme(url.scheme) || !host(url.host) || !path(url.path)) return false;
-    if (portGlob === '*') return true;
-    if (portGlob !== undefined) return url.port === portGlob;
+    if (parts.port === '*') return true;
+    if (parts.port !== undefined) return url.port === parts.port;
     return mode === 'deny' || url.port === defaultPorts[url.scheme];
   };
+}
+
+/** Compiles name deny globs; a glob picomatch cannot compile is an error, never a silent no-match. */
+function compileNamePatterns(patterns: readonly string[]): (name: string) => boolean {
+  if (patterns.length === 0) return () => false;
+  const problem = patterns.map(globProblem).find((found) => found !== undefined);
+  if (problem) throw new ProxyError('config-invalid', problem);
+  return picomatch([...patterns], { dot: true });
 }
 
 /**
  * Load control: refuses `load_mcp_server` by name or URL before any connection is made. Allow
  * patterns narrow and deny patterns broaden; an unparseable or non-http(s) URL is refused, and so
- * is a URL carrying credentials when allow patterns are set.
+ * is a URL carrying credentials when allow patterns are set. A malformed pattern throws a
+ * `config-invalid` {@link ProxyError} when the filter is built (the config schema refuses it earlier).
  */
 export function loadControl(options: LoadControlOptions): LoadFilter {
   const denyNames = new Set(options.denyNames ?? []);
-  const denyNamePatterns = options.denyNamePatterns ?? [];
-  const denyName = denyNamePatterns.length > 0 ? picomatch([...denyNamePatterns], { dot: true }) : () => false;
+  const denyName = compileNamePatterns(options.denyNamePatterns ?? []);
   const denyUrls = (options.denyUrlPatterns ?? []).map((pattern) => compileUrlPattern(pattern, 'deny'));
   const allowUrls = (options.allowUrlPatterns ?? []).map((pattern) => compileUrlPattern(pattern, 'allow'));
   return function loadControl(request) {

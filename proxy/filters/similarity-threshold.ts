@@ -1,4 +1,4 @@
-import type { SearchFilter } from '../pipeline';
+import type { SearchFilter } from '../gateway/types';
 
 /** `filters.similarity_threshold`: drops hits whose relevance is below the threshold (0..1). */
 export function similarityThreshold(options: { readonly threshold: number }): SearchFilter {

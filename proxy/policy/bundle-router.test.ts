@@ -1,32 +1,38 @@
 import { describe, expect, it } from 'vitest';
-import type { CallFilter, SearchHit } from '../pipeline';
-import { type AdmissionFacts, bundleRouter, createRouteResolver } from './bundle-router';
+import type { CallFilter, CallRequest, SearchHit, ServerFacts } from '../gateway/types';
+import { bundleRouter, createRouteResolver } from './bundle-router';
 import { createHostBuiltins } from './host-builtins';
 import { loadBundle } from './load-bundle';
 import { policyAugmenter } from './policy-augmenter';
 
-const admissions: Record<string, AdmissionFacts> = {
-  bank: { name: 'bank', url: 'https://bank.example/mcp', loadedAt: 'config' },
-  EvilCase: { name: 'EvilCase', url: 'HTTPS://Evil.Example/mcp/', loadedAt: 'runtime' },
-  evilslash: { name: 'other', url: 'https://evil.example/mcp///', loadedAt: 'runtime' },
-  notes: { name: 'notes', url: 'https://notes.example/mcp', loadedAt: 'runtime' },
-  payments: { name: 'payments', loadedAt: 'in-process' },
+const admissions: Record<string, ServerFacts> = {
+  bank: { name: 'bank', url: 'https://bank.example/mcp', admission: 'config' },
+  EvilCase: { name: 'EvilCase', url: 'HTTPS://Evil.Example/mcp/', admission: 'runtime' },
+  evilslash: { name: 'other', url: 'https://evil.example/mcp///', admission: 'runtime' },
+  notes: { name: 'notes', url: 'https://notes.example/mcp', admission: 'runtime' },
+  payments: { name: 'payments', admission: 'in-process' },
 };
-const admissionOf = (name: string) => admissions[name];
 const marker =
   (label: string): CallFilter =>
   async () => ({ decision: 'deny', reason: label });
 const context = { session: 's' };
-const call = (server: string) => ({ tool: `${server}__t`, server, arguments: {} });
+/** A call as the gateway stamps it: the server's admission facts, never a name to look up. */
+const call = (server: string): CallRequest => ({
+  tool: `${server}__t`,
+  toolName: 't',
+  server: admissions[server],
+  arguments: {},
+  hasOutputSchema: false,
+  credentialFields: [],
+});
 
 describe('bundle router', () => {
   const resolve = createRouteResolver({
     routes: [
       { name: 'evilcase', bundle: 'banned' },
       { url: 'https://evil.example/mcp', bundle: 'banned' },
-      { name: 'payments', loadedAt: 'in-process', bundle: 'spend' },
+      { name: 'payments', admission: 'in-process', bundle: 'spend' },
     ],
-    admissionOf,
     classifier: (facts) => (facts.name === 'payments' ? 'other' : facts.name === 'notes' ? 'spend' : undefined),
     unmapped: 'refuse',
   });
@@ -57,21 +63,21 @@ describe('bundle router', () => {
       reason: expect.stringContaining('ungoverned'),
     });
     const passing = bundleRouter({
-      resolve: createRouteResolver({ routes: [], admissionOf, unmapped: 'pass' }),
+      resolve: createRouteResolver({ routes: [], unmapped: 'pass' }),
       bundles: {},
     });
     expect(await passing(call('bank'), context)).toEqual({ decision: 'allow' });
     const defaulted = bundleRouter({
-      resolve: createRouteResolver({ routes: [], admissionOf, unmapped: { bundle: 'spend' } }),
+      resolve: createRouteResolver({ routes: [], unmapped: { bundle: 'spend' } }),
       bundles: { spend: marker('spend') },
     });
     expect(await defaulted(call('bank'), context)).toEqual({ decision: 'deny', reason: 'spend' });
   });
 
-  it('refuses a server with no admission facts and a route to a bundle that is not loaded', async () => {
-    expect((await router(call('ghost'), context)).decision).toBe('deny');
+  it('refuses a tool the gateway knows nothing about and a route to a bundle that is not loaded', async () => {
+    expect((await router({ ...call('ghost'), toolName: undefined }, context)).decision).toBe('deny');
     const broken = bundleRouter({
-      resolve: createRouteResolver({ routes: [{ name: 'bank', bundle: 'typo' }], admissionOf, unmapped: 'pass' }),
+      resolve: createRouteResolver({ routes: [{ name: 'bank', bundle: 'typo' }], unmapped: 'pass' }),
       bundles: {},
     });
     expect((await broken(call('bank'), context)).decision).toBe('deny');
@@ -86,13 +92,13 @@ describe('policy augmenter', () => {
     });
     const resolve = createRouteResolver({
       routes: [{ name: 'bank', bundle: 'spend-limit' }],
-      admissionOf,
       unmapped: 'pass',
     });
     const augment = policyAugmenter({ resolve, bundles: { 'spend-limit': bundle } });
     const hit = (name: string, server: string, score: number): SearchHit => ({
       name,
-      server,
+      toolName: name.split('__')[1] ?? name,
+      server: admissions[server],
       description: 'Pays.',
       inputSchema: { type: 'object', properties: { amountCents: { type: 'integer' } }, required: ['amountCents'] },
       score,

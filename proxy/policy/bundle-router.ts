@@ -1,42 +1,36 @@
-import type { CallFilter, CallRequest, CallVerdict, FilterContext } from '../pipeline';
-
-/** What the proxy itself knows about a downstream server: never taken from tool metadata (SPEC §4.8). */
-export interface AdmissionFacts {
-  readonly name: string;
-  readonly url?: string;
-  readonly loadedAt: 'config' | 'runtime' | 'in-process';
-}
+import type { CallContext, CallFilter, CallRequest, CallVerdict, ServerFacts } from '../gateway/types';
 
 /** A literal route: every fact given must match; `bundle: 'banned'` refuses the server outright. */
 export interface RouteEntry {
   readonly name?: string;
   readonly url?: string;
-  readonly loadedAt?: AdmissionFacts['loadedAt'];
+  readonly admission?: ServerFacts['admission'];
   readonly bundle: string;
 }
 
 /** Decides a bundle for servers the map does not name (e.g. a Rego classifier); `undefined` = no opinion. */
-export type RouteClassifier = (facts: AdmissionFacts) => Promise<string | undefined> | string | undefined;
+export type RouteClassifier = (facts: ServerFacts) => Promise<string | undefined> | string | undefined;
 
 /** Where a server's calls go. */
 export type Route =
   | { readonly kind: 'bundle'; readonly bundle: string }
   | { readonly kind: 'banned' }
   | { readonly kind: 'pass' }
-  | { readonly kind: 'refuse'; readonly why: 'unmapped' | 'unknown-server' | 'unknown-bundle' };
+  | { readonly kind: 'refuse'; readonly why: 'unmapped' | 'unknown-bundle' };
 
 /** Options for {@link createRouteResolver}. */
 export interface RouteResolverOptions {
   readonly routes: readonly RouteEntry[];
-  /** Supplied by the proxy from its downstream registry. */
-  readonly admissionOf: (serverName: string) => AdmissionFacts | undefined;
   readonly classifier?: RouteClassifier;
   /** What happens to servers neither the map nor the classifier names. */
   readonly unmapped: 'pass' | 'refuse' | { readonly bundle: string };
 }
 
-/** Resolves a server name to its {@link Route}; shared by the router (call side) and the augmenter (search side). */
-export type RouteResolver = (serverName: string) => Promise<Route>;
+/**
+ * Resolves a server's admission facts, as the gateway stamps them, to its {@link Route}; shared by
+ * the router (call side), the augmenter (search side) and the gateway's credential-field stamp.
+ */
+export type RouteResolver = (facts: ServerFacts) => Promise<Route>;
 
 /** The reserved bundle name that refuses a server. */
 export const BANNED = 'banned';
@@ -54,18 +48,15 @@ export function createRouteResolver(options: RouteResolverOptions): RouteResolve
   }));
   const toRoute = (bundle: string): Route =>
     bundle.toLowerCase() === BANNED ? { kind: 'banned' } : { kind: 'bundle', bundle };
-  return async function resolveRoute(serverName: string): Promise<Route> {
-    const facts = options.admissionOf(serverName);
-    // An unknown server has no admission facts the proxy vouches for: refuse.
-    if (!facts) return { kind: 'refuse', why: 'unknown-server' };
+  return async function resolveRoute(facts: ServerFacts): Promise<Route> {
     const name = normaliseName(facts.name);
     const url = facts.url === undefined ? undefined : normaliseUrl(facts.url);
     // 1. The literal map wins.
     for (const route of routes) {
       if (route.normalisedName !== undefined && route.normalisedName !== name) continue;
       if (route.normalisedUrl !== undefined && route.normalisedUrl !== url) continue;
-      if (route.loadedAt !== undefined && route.loadedAt !== facts.loadedAt) continue;
-      if (route.normalisedName === undefined && route.normalisedUrl === undefined && route.loadedAt === undefined)
+      if (route.admission !== undefined && route.admission !== facts.admission) continue;
+      if (route.normalisedName === undefined && route.normalisedUrl === undefined && route.admission === undefined)
         continue;
       return toRoute(route.bundle);
     }
@@ -92,8 +83,14 @@ export interface BundleRouterOptions {
  * loaded refuses: a typo in config must not become "ungoverned".
  */
 export function bundleRouter(options: BundleRouterOptions): CallFilter {
-  return async function bundleRouter(request: CallRequest, context: FilterContext): Promise<CallVerdict> {
-    if (request.server === undefined) return { decision: 'allow' };
+  return async function bundleRouter(request: CallRequest, context: CallContext): Promise<CallVerdict> {
+    if (request.server === undefined) {
+      // A local tool has no server; an unknown name has nothing the gateway vouches for: refuse it.
+      return request.toolName === undefined
+        ? { decision: 'deny', reason: `Tool "${request.tool}" is unknown, so no policy can allow it.` }
+        : { decision: 'allow' };
+    }
+    const server = request.server.name;
     const route = await options.resolve(request.server);
     switch (route.kind) {
       case 'pass':
@@ -101,19 +98,19 @@ export function bundleRouter(options: BundleRouterOptions): CallFilter {
       case 'banned':
         return {
           decision: 'deny',
-          reason: `Server ${request.server} is banned by the operator; its tools cannot be called.`,
+          reason: `Server ${server} is banned by the operator; its tools cannot be called.`,
         };
       case 'refuse':
         return {
           decision: 'deny',
-          reason: `No policy governs server ${request.server}, and ungoverned servers are refused.`,
+          reason: `No policy governs server ${server}, and ungoverned servers are refused.`,
         };
       case 'bundle': {
         const filter = Object.hasOwn(options.bundles, route.bundle) ? options.bundles[route.bundle] : undefined;
         if (!filter)
           return {
             decision: 'deny',
-            reason: `The policy for server ${request.server} is not available, so the call is refused.`,
+            reason: `The policy for server ${server} is not available, so the call is refused.`,
           };
         return filter(request, context);
       }

@@ -1,6 +1,6 @@
 import type { Ajv, ValidateFunction } from 'ajv';
 import { z } from 'zod';
-import type { CallRequest } from '../pipeline';
+import type { CallRequest } from '../gateway/types';
 import { PolicyError } from './policy-error';
 
 const fieldName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'a plain identifier');
@@ -101,19 +101,22 @@ export function compileFetchPlan(document: unknown, ajv: Ajv): FetchPlan {
   return { entries: parsed.data.entries, credentialFields, validators };
 }
 
+/** The argument names that carry credentials (`childApproval`): the call-sourced fields other than the tool's own arguments. */
+export function credentialArguments(plan: FetchPlan): string[] {
+  return plan.entries.flatMap((entry) =>
+    entry.source.kind === 'call' && entry.source.params.path.startsWith('arguments.')
+      ? [entry.source.params.path.slice('arguments.'.length)]
+      : [],
+  );
+}
+
 /** The call's arguments with every credential field removed (SPEC §4.5). */
 export function stripCredentials(
   plan: FetchPlan,
   argumentsObject: Readonly<Record<string, unknown>>,
 ): Record<string, unknown> {
-  const credentialArguments = new Set(
-    plan.entries.flatMap((entry) =>
-      entry.source.kind === 'call' && entry.source.params.path.startsWith('arguments.')
-        ? [entry.source.params.path.slice('arguments.'.length)]
-        : [],
-    ),
-  );
-  return Object.fromEntries(Object.entries(argumentsObject).filter(([name]) => !credentialArguments.has(name)));
+  const credentials = new Set(credentialArguments(plan));
+  return Object.fromEntries(Object.entries(argumentsObject).filter(([name]) => !credentials.has(name)));
 }
 
 /**
@@ -155,7 +158,7 @@ async function readSource(
   switch (source.kind) {
     case 'call': {
       const path = source.params.path;
-      if (path === 'tool') return bareToolName(context.request);
+      if (path === 'tool') return context.request.toolName ?? context.request.tool;
       if (path === 'arguments') return stripCredentials(plan, context.request.arguments);
       return ownValue(context.request.arguments, path.slice('arguments.'.length));
     }
@@ -171,12 +174,6 @@ async function readSource(
       return await resolver(resolveReferences(source.params.args ?? {}, input) as Record<string, unknown>);
     }
   }
-}
-
-/** The downstream's own tool name: `{server}__{tool}` loses its prefix. */
-function bareToolName(request: CallRequest): string {
-  const prefix = request.server === undefined ? '' : `${request.server}__`;
-  return prefix && request.tool.startsWith(prefix) ? request.tool.slice(prefix.length) : request.tool;
 }
 
 /** Replaces `{"$input": "a.b"}` objects with already-assembled values, recursively. */

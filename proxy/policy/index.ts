@@ -1,6 +1,5 @@
 /** Public entry of the policy engines and bundles (SPEC §4). Re-exported by `proxy/index.ts`. */
 export {
-  type AdmissionFacts,
   BANNED,
   type BundleRouterOptions,
   bundleRouter,

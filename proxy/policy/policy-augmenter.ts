@@ -1,4 +1,4 @@
-import type { FilterContext, SearchFilter, SearchHit, SearchQuery } from '../pipeline';
+import type { CallContext, SearchFilter, SearchHit, SearchQuery, ServerFacts } from '../gateway/types';
 import type { RouteResolver } from './bundle-router';
 import type { PolicyBundle } from './load-bundle';
 
@@ -17,20 +17,20 @@ export function policyAugmenter(options: PolicyAugmenterOptions): SearchFilter {
   return async function policyAugmenter(
     hits: readonly SearchHit[],
     _query: SearchQuery,
-    _context: FilterContext,
+    _context: CallContext,
   ): Promise<readonly SearchHit[]> {
     const cache = new Map<string, PolicyBundle | undefined>();
-    const bundleOf = async (server: string): Promise<PolicyBundle | undefined> => {
-      if (!cache.has(server)) {
+    const bundleOf = async (server: ServerFacts): Promise<PolicyBundle | undefined> => {
+      if (!cache.has(server.name)) {
         const route = await options.resolve(server);
         cache.set(
-          server,
+          server.name,
           route.kind === 'bundle' && Object.hasOwn(options.bundles, route.bundle)
             ? options.bundles[route.bundle]
             : undefined,
         );
       }
-      return cache.get(server);
+      return cache.get(server.name);
     };
     const augmented: SearchHit[] = [];
     for (const hit of hits) {

@@ -1,4 +1,4 @@
-import type { CallFilter, CallRequest, CallVerdict, FilterContext } from '../pipeline';
+import type { CallContext, CallFilter, CallRequest, CallVerdict } from '../gateway/types';
 import { assembleInput, type LookupResolver, stripCredentials } from './fetch-plan';
 import { renderDenial, renderMissing } from './guidance';
 import type { PolicyBundle } from './load-bundle';
@@ -49,7 +49,7 @@ export function policyFilter(options: PolicyFilterOptions): CallFilter {
     }
   };
 
-  return async function policyFilter(request: CallRequest, context: FilterContext): Promise<CallVerdict> {
+  return async function policyFilter(request: CallRequest, context: CallContext): Promise<CallVerdict> {
     const base = { bundle: bundle.name, tool: request.tool, session: context.session };
     const title = bundle.guidance.title;
     // 1. Assemble the input from the fetch plan, in order.

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { CallFilter, CallRequest, CallVerdict } from '../pipeline';
+import type { CallFilter, CallRequest, CallVerdict } from '../gateway/types';
 import { createHostBuiltins } from './host-builtins';
 import { PolicyError } from './policy-error';
 import { loadRegoEngine } from './rego-engine';
@@ -37,7 +37,7 @@ export async function regoPolicyFilter(options: RegoPolicyFilterOptions): Promis
     const outcome = await engine.evaluate({
       tool_name: request.tool,
       arguments: request.arguments,
-      server_name: request.server ?? null,
+      server_name: request.server?.name ?? null,
     });
     if (outcome.decision === 'allow') return { decision: 'allow' };
     if (outcome.decision === 'error') {

@@ -1,4 +1,4 @@
-import type { CallFilter, CallRequest, CallVerdict, FilterContext } from '../pipeline';
+import type { CallContext, CallFilter, CallRequest, CallVerdict } from '../gateway/types';
 import type { EvidenceId, EvidenceStore } from './evidence-store';
 import { safeJsonParse } from './safe-json';
 
@@ -22,7 +22,7 @@ export interface SingleUseFilterOptions {
  */
 export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
   const now = options.now ?? Date.now;
-  return async function singleUse(request: CallRequest, context: FilterContext): Promise<CallVerdict> {
+  return async function singleUse(request: CallRequest, context: CallContext): Promise<CallVerdict> {
     // 1. Read each evidence id. The payload is not verified yet: a forged id can only cause a refusal,
     //    and nothing is spent unless the policy (which verifies the signature) allows.
     const ids: EvidenceId[] = [];

@@ -1,12 +1,15 @@
 import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import type { CallRequest, FilterContext } from '../pipeline';
+import type { CallContext, CallRequest } from '../gateway/types';
 import { elicitationFilter } from './elicitation-filter';
 import { isMissing } from './is-missing';
 
 const request: CallRequest = {
   tool: 'pizza__order',
-  server: 'pizza',
+  toolName: 'order',
+  server: { name: 'pizza', admission: 'config' },
+  hasOutputSchema: false,
+  credentialFields: [],
   arguments: { size: 'large' },
   inputSchema: {
     type: 'object',
@@ -17,7 +20,7 @@ const request: CallRequest = {
 
 function contextAnswering(result: ElicitResult | Error) {
   const asked: ElicitRequest['params'][] = [];
-  const context: FilterContext = {
+  const context: CallContext = {
     session: 's1',
     elicit: async (params) => {
       asked.push(params);

@@ -1,4 +1,5 @@
-import type { CallFilter } from '../pipeline';
+import type { CallFilter } from '../gateway/types';
+import { blockedCallResult } from './blocked-call';
 import { elicitationMiddleware } from './elicitation-middleware';
 import { DEFAULT_SECRET_MARKERS, type ElicitationPolicy, type ToolPolicy } from './transparent-config';
 
@@ -17,7 +18,7 @@ export interface ElicitationFilterOptions {
 export function resolveElicitationPolicy(options: ElicitationFilterOptions): ElicitationPolicy {
   const sensitive = options.policies?.sensitiveRequired;
   return {
-    // In search mode the proxy owns the form's timeout (`FilterContext.elicit`); this value is unused there.
+    // In search mode the proxy owns the form's timeout (`CallContext.elicit`); this value is unused there.
     elicitation: {
       enabled: options.elicitation?.enabled ?? true,
       fallbackOnUnsupported: 'structured_error',
@@ -45,20 +46,25 @@ export function elicitationFilter(options: ElicitationFilterOptions = {}): CallF
   const middleware = elicitationMiddleware(policy);
   return async function elicitation(request, context) {
     // Per-tool policy by qualified name first, then by the downstream's own tool name.
-    const prefix = request.server === undefined ? undefined : `${request.server}__`;
-    const bare =
-      prefix !== undefined && request.tool.startsWith(prefix) ? request.tool.slice(prefix.length) : undefined;
+    const bare = request.toolName;
     const policyKey = policy.tools[request.tool] === undefined && bare !== undefined ? bare : request.tool;
     const outcome = await middleware(
       {
         tool: request.tool,
         policyKey,
         arguments: request.arguments,
+        credentialFields: request.credentialFields,
         ...(request.inputSchema !== undefined && { inputSchema: request.inputSchema }),
       },
       context.elicit,
     );
-    if (outcome.kind === 'blocked') return { decision: 'deny', reason: JSON.stringify(outcome.blocked) };
+    if (outcome.kind === 'blocked') {
+      return {
+        decision: 'deny',
+        reason: JSON.stringify(outcome.blocked),
+        result: blockedCallResult(outcome.blocked, { hasOutputSchema: request.hasOutputSchema }),
+      };
+    }
     if (outcome.elicited.length === 0) return { decision: 'allow' };
     return { decision: 'allow', request: { ...request, arguments: outcome.arguments ?? {} } };
   };

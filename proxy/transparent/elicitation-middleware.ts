@@ -21,6 +21,11 @@ export interface ElicitationCall {
   /** `undefined` when the client sent no arguments at all. */
   readonly arguments: Readonly<Record<string, unknown>> | undefined;
   readonly inputSchema?: Tool['inputSchema'];
+  /**
+   * A governing bundle's credential fields: never elicited, never reported missing here. A missing
+   * credential reaches the policy and comes back as guidance (SPEC §3.10).
+   */
+  readonly credentialFields?: readonly string[];
 }
 
 /** What to do with the call: forward (with possibly merged arguments) or answer with a blocked result. */
@@ -58,7 +63,8 @@ function requiredFields(call: ElicitationCall, policy: ElicitationPolicy, tool: 
     for (const name of call.inputSchema?.required ?? []) if (!fields.includes(name)) fields.push(name);
   }
   for (const name of tool?.required ?? []) if (!fields.includes(name)) fields.push(name);
-  return fields;
+  const credentials = new Set(call.credentialFields ?? []);
+  return fields.filter((name) => !credentials.has(name));
 }
 
 function primitiveType(

@@ -15,8 +15,6 @@ export { elicitationMiddleware } from './elicitation-middleware';
 export { isMissing } from './is-missing';
 export { loadTransparentConfig } from './load-transparent-config';
 export { matchSecretMarker } from './match-secret-marker';
-export type { TransparentCliIo } from './run-transparent-cli';
-export { runTransparentCli, TRANSPARENT_EXIT } from './run-transparent-cli';
 export type {
   ElicitationPolicy,
   ElicitFieldCopy,

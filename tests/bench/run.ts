@@ -3,7 +3,9 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { createProxy, type DownstreamSpec, type Embedder, type IndexedTool, loadMiniLm } from '../../proxy/index';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { createGateway, type DownstreamSpec, type Embedder, loadMiniLm } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { connectClient } from '../proxy/helpers';
 import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
@@ -48,26 +50,39 @@ function copyAwareEmbedder(base: Promise<Embedder | undefined>): Promise<Embedde
   );
 }
 
+/** An in-process MCP server that only lists `tools`: the gateway indexes it like any downstream. */
+function listingServer(tools: readonly Tool[]): Server {
+  const server = new Server({ name: 'listing', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools] }));
+  return server;
+}
+
 async function searchLatency(
   embedder: Promise<Embedder | undefined> | undefined,
   toolCount: number,
 ): Promise<Latency & { mode: string; tools: number }> {
   const corpus = loadCorpus();
-  const proxy = createProxy({ embeddings: embedder ? { embedder } : false, logger: quiet });
   // Scale the real corpus to exactly `toolCount` tools by copying it under numbered server names.
-  const servers = new Map<string, IndexedTool[]>();
+  const servers = new Map<string, Tool[]>();
   for (let copy = 0, count = 0; count < toolCount; copy++) {
     for (const tool of corpus.slice(0, toolCount - count)) {
       const server = copy === 0 ? tool.server : `${tool.server}${copy}`;
       const { description, inputSchema } = tool;
       const tools = servers.get(server) ?? [];
       servers.set(server, tools);
-      tools.push({ name: `${server}__${tool.name}`, server, toolName: tool.name, description, inputSchema });
+      tools.push({ name: tool.name, description, inputSchema });
       count++;
     }
   }
-  for (const [server, tools] of servers) proxy.index.replace(server, tools);
-  await proxy.index.settled();
+  const proxy = createGateway({
+    embeddings: embedder ? { embedder } : false,
+    logger: quiet,
+    servers: Object.fromEntries(
+      [...servers].map(([name, tools]) => [name, { kind: 'in-process', server: listingServer(tools) } as const]),
+    ),
+  });
+  await proxy.start();
+  const mode = await proxy.ready();
   const client = await connectClient(proxy);
   const queries = loadQueries().map((query) => query.query);
   const latency = await measure(
@@ -79,7 +94,7 @@ async function searchLatency(
   );
   await client.close();
   await proxy.close();
-  return { mode: proxy.index.mode, tools: proxy.index.size, ...latency };
+  return { mode, tools: toolCount, ...latency };
 }
 
 async function callOverhead(kind: 'in-memory' | 'stdio', iterations: number) {
@@ -100,7 +115,7 @@ async function callOverhead(kind: 'in-memory' | 'stdio', iterations: number) {
     );
   }
   // Proxied: a client talking to the proxy, which calls the same kind of downstream.
-  const proxy = createProxy({
+  const proxy = createGateway({
     embeddings: false,
     logger: quiet,
     servers: { fixture: kind === 'in-memory' ? { kind: 'in-process', server: createFixtureServer() } : stdio },

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkPidFile, pidFilePath, processStartTime, readProxyEnv, runAddServer } from '../../proxy/index';
+import { checkPidFile, pidFilePath, processStartTime, readProxyEnv, runAddServer } from '../../proxy/cli/index';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
 import { callTool, searchNames, textOf } from '../proxy/helpers';
 import { bin, type CliResult, cliEnv, configIn, runCli } from './cli-run';

@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createProxy, createTokenCredentials, type DownstreamSpec, type ExtensibleProxy } from '../../proxy/index';
+import {
+  createGateway,
+  createTokenCredentials,
+  type DownstreamSpec,
+  type Gateway,
+  type StartReport,
+} from '../../proxy/index';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
 import { callTool, connectClient, eventLog, memoryLogger, searchNames, textOf } from '../proxy/helpers';
 import { leakScan, testTokens } from './leak-scan';
@@ -32,18 +38,16 @@ async function credentialedProxy(options: {
   servers: Record<string, DownstreamSpec & { kind: 'http' }>;
   tokensPath: string;
   now?: () => number;
-}): Promise<{ proxy: ExtensibleProxy; client: Client; logs: string[] }> {
+}): Promise<{ proxy: Gateway; started: StartReport; client: Client; logs: string[] }> {
   const logger = memoryLogger();
   const events = eventLog();
-  const configured = new Map(Object.entries(options.servers).map(([name, spec]) => [name, spec.url]));
-  const proxy = createProxy({
+  const proxy = createGateway({
     embeddings: false,
     logger,
     onEvent: events.onEvent,
     servers: options.servers,
     credentials: createTokenCredentials({
       tokensPath: options.tokensPath,
-      configuredUrl: (name) => configured.get(name),
       log: (line) => logger.info(line),
       ...(options.now && { now: options.now }),
     }),
@@ -53,8 +57,8 @@ async function credentialedProxy(options: {
     leaks.capture(logger.lines);
     leaks.capture(events.events);
   });
-  await proxy.start();
-  return { proxy, client: await connectClient(proxy), logs: logger.lines };
+  const started = await proxy.start();
+  return { proxy, started, client: await connectClient(proxy), logs: logger.lines };
 }
 
 async function visible<T>(result: Promise<T>): Promise<T> {
@@ -84,21 +88,23 @@ describe('URL binding (SPEC §3.9)', () => {
   it('load_mcp_server of a configured name at another URL connects anonymously', async () => {
     const server = await fixture();
     // "notion" is configured (its URL is down at startup, so the name is free to load).
-    const { proxy, client } = await credentialedProxy({
-      servers: { notion: { kind: 'http', url: server.downUrl } },
-      tokensPath: tokensFile(`notion=${testTokens.configured}\n`),
-    });
-    expect(proxy.downstream('notion')).toBeUndefined();
-    // The operator-configured URL did get the token at startup: binding, not a missing token.
-    expect(authorizations(server, '/down')).toEqual([`Bearer ${testTokens.configured}`]);
     const attacker = await fixture();
     for (const url of [server.altUrl, attacker.url]) {
+      const { started, client } = await credentialedProxy({
+        servers: { notion: { kind: 'http', url: server.downUrl } },
+        tokensPath: tokensFile(`notion=${testTokens.configured}\n`),
+      });
+      expect(started.failed.map((failure) => failure.name)).toEqual(['notion']);
       const loaded = await visible(
         client.callTool({ name: 'load_mcp_server', arguments: { server_name: 'notion', url } }),
       );
       expect(textOf(loaded)).toMatch(/Loaded "notion" with 5 tools/);
-      await proxy.downstream('notion')?.close();
     }
+    // The operator-configured URL did get the token at startup: binding, not a missing token.
+    expect(authorizations(server, '/down')).toEqual([
+      `Bearer ${testTokens.configured}`,
+      `Bearer ${testTokens.configured}`,
+    ]);
     expect(authorizations(server, '/alt/mcp').length).toBeGreaterThan(0);
     expect(authorizations(server, '/alt/mcp').every((header) => header === undefined)).toBe(true);
     expect(attacker.seen.length).toBeGreaterThan(0);
@@ -124,12 +130,12 @@ describe('URL binding (SPEC §3.9)', () => {
 
   it('load_mcp_server of a configured name at exactly its configured URL presents the token', async () => {
     const server = await fixture('not-yet');
-    const { proxy, client } = await credentialedProxy({
+    const { started, client } = await credentialedProxy({
       servers: { notion: { kind: 'http', url: server.url } },
       tokensPath: tokensFile(`notion=${testTokens.configured}\n`),
     });
     // Rejected at startup (the server did not accept the token yet), so not connected.
-    expect(proxy.downstream('notion')).toBeUndefined();
+    expect(started.failed.map((failure) => failure.name)).toEqual(['notion']);
     server.auth.bearer = testTokens.configured;
     const loaded = await visible(
       client.callTool({ name: 'load_mcp_server', arguments: { server_name: 'notion', url: server.url } }),
@@ -149,11 +155,11 @@ describe('what the model is told', () => {
 
   it('a configured URL that redirects: the token never reaches the redirect target', async () => {
     const server = await fixture();
-    const { proxy, logs } = await credentialedProxy({
+    const { started, logs } = await credentialedProxy({
       servers: { moved: { kind: 'http', url: server.redirectUrl } },
       tokensPath: tokensFile(`moved=${testTokens.configured}\n`),
     });
-    expect(proxy.downstream('moved')).toBeUndefined();
+    expect(started.failed.map((failure) => failure.name)).toEqual(['moved']);
     expect(server.seen.map((request) => request.path)).toEqual(['/redirect']);
     expect(logs.join('\n')).toContain(`redirect (HTTP 307) to ${server.url}; redirects are never followed`);
   });
@@ -231,11 +237,11 @@ describe('rotation and revocation', () => {
   it('refuses to send a token with a look-alike letter and says so without quoting it', async () => {
     const server = await fixture();
     const homoglyph = `${testTokens.configured.slice(0, 4)}\u043e${testTokens.configured.slice(5)}`;
-    const { proxy, logs } = await credentialedProxy({
+    const { started, logs } = await credentialedProxy({
       servers: { notion: { kind: 'http', url: server.url } },
       tokensPath: tokensFile(`notion=${homoglyph}\n`),
     });
-    expect(proxy.downstream('notion')).toBeUndefined();
+    expect(started.failed.map((failure) => failure.name)).toEqual(['notion']);
     expect(server.seen).toHaveLength(0);
     const failure = logs.find((line) => line.startsWith('server "notion" failed to start'));
     expect(failure).toMatch(/token for "notion" .* cannot be sent in an HTTP header/);

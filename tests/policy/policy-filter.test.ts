@@ -9,7 +9,7 @@ import {
   spendCredential,
   spendLimitTrust,
 } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
-import type { CallFilter, CallRequest, FilterContext } from '../../proxy/pipeline';
+import type { CallContext, CallFilter, CallRequest } from '../../proxy/index';
 import {
   createHostBuiltins,
   loadBundle,
@@ -25,14 +25,21 @@ const approver = fixtureParty('approver');
 const config = {
   trust: spendLimitTrust(requester, approver),
 };
-const context: FilterContext = { session: 'test-session' };
+const context: CallContext = { session: 'test-session' };
 const now = () => FIXTURE_NOW * 1000;
 let jtiCounter = 0;
 const request = (amountCents: number, jti = `urn:uuid:req-${++jtiCounter}`) =>
   spendCredential({ issuer: requester, type: 'SpendRequest', amountCents, jti });
 const approval = (amountCents: number, jti = `urn:uuid:appr-${++jtiCounter}`) =>
   spendCredential({ issuer: approver, type: 'SpendApproval', amountCents, jti });
-const call = (args: Record<string, unknown>): CallRequest => ({ tool: 'bank__pay', server: 'bank', arguments: args });
+const call = (args: Record<string, unknown>): CallRequest => ({
+  tool: 'bank__pay',
+  toolName: 'pay',
+  server: { name: 'bank', admission: 'in-process' },
+  arguments: args,
+  hasOutputSchema: false,
+  credentialFields: ['requesterCredential', 'approverCredential'],
+});
 
 /** Stands in for the downstream: records exactly what reached it after the filter. */
 function recordingDownstream(filter: CallFilter) {

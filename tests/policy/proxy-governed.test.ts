@@ -12,15 +12,12 @@ import {
   spendLimitTrust,
 } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
 import {
-  type AdmissionFacts,
-  bundleRouter,
+  createGateway,
   createHostBuiltins,
-  createProxy,
   createRouteResolver,
-  type ExtensibleProxy,
+  type Gateway,
   loadBundle,
   openSqliteEvidenceStore,
-  policyAugmenter,
   policyFilter,
   singleUseFilter,
 } from '../../proxy/index';
@@ -56,7 +53,7 @@ function bankServer(received: unknown[]): Server {
   return server;
 }
 
-const proxies: ExtensibleProxy[] = [];
+const proxies: Gateway[] = [];
 afterEach(async () => {
   await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
 });
@@ -69,28 +66,19 @@ describe.each(['rego', 'cel'] as const)('a governed downstream behind the proxy 
       path: join(mkdtempSync(join(tmpdir(), 'emcp-evidence-')), 'evidence.sqlite'),
       capacity: 1_000,
     });
-    let proxy: ExtensibleProxy | undefined;
-    const admissionOf = (name: string): AdmissionFacts | undefined => {
-      const downstream = proxy?.downstream(name);
-      return downstream && { name, loadedAt: downstream.admission, ...(downstream.url && { url: downstream.url }) };
-    };
-    const resolve = createRouteResolver({
-      routes: [{ name: 'bank', bundle: 'spend-limit' }],
-      admissionOf,
-      unmapped: 'refuse',
-    });
+    // The router reads the admission facts the gateway stamps: nothing is fed back by the host.
+    const resolve = createRouteResolver({ routes: [{ name: 'bank', bundle: 'spend-limit' }], unmapped: 'refuse' });
     const governed = singleUseFilter({
       inner: policyFilter({ bundle, config: { trust }, now: () => FIXTURE_NOW * 1000 }),
       store,
       evidenceFields: ['requesterCredential', 'approverCredential'],
       now: () => FIXTURE_NOW * 1000,
     });
-    proxy = createProxy({
+    const proxy = createGateway({
       servers: { bank: { kind: 'in-process', server: bankServer(received) } },
       embeddings: false,
       logger: memoryLogger(),
-      bundleRouter: bundleRouter({ resolve, bundles: { 'spend-limit': governed } }),
-      extraSearchFilters: [policyAugmenter({ resolve, bundles: { 'spend-limit': bundle } })],
+      governance: { resolve, bundles: { 'spend-limit': { bundle, filter: governed } } },
     });
     proxies.push(proxy);
     await proxy.start();

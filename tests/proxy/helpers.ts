@@ -1,7 +1,6 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { ExtensibleProxy, ProxyEvent, ProxyLogger } from '../../proxy/index';
+import { connectInMemory, type Gateway, type ProxyEvent, type ProxyLogger } from '../../proxy/index';
 
 /** A logger that keeps lines for assertions instead of printing them. */
 export function memoryLogger(): ProxyLogger & { lines: string[] } {
@@ -19,13 +18,9 @@ export function eventLog(): { events: ProxyEvent[]; onEvent: (event: ProxyEvent)
   return { events, onEvent: (event) => events.push(event) };
 }
 
-/** A real SDK client linked to a new session of `proxy` over in-memory transports. */
-export async function connectClient(proxy: ExtensibleProxy): Promise<Client> {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await proxy.createServer().connect(serverSide);
-  const client = new Client({ name: 'test-client', version: '1.0.0' });
-  await client.connect(clientSide);
-  return client;
+/** A real SDK client linked to a new search-mode session of `gateway` over in-memory transports. */
+export function connectClient(gateway: Gateway): Promise<Client> {
+  return connectInMemory(gateway, { name: 'test-client' });
 }
 
 /** The text of a tool result's first content block. */

@@ -1,15 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createProxy, type ExtensibleProxy, hideTools } from '../../proxy/index';
+import { createGateway, type Gateway, hideTools } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { callTool, connectClient, eventLog, memoryLogger, searchNames, textOf } from './helpers';
 
-const proxies: ExtensibleProxy[] = [];
+const proxies: Gateway[] = [];
 afterEach(async () => {
   await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
 });
 
-async function startProxy(options: Parameters<typeof createProxy>[0] = {}): Promise<ExtensibleProxy> {
-  const proxy = createProxy({
+async function startProxy(options: Parameters<typeof createGateway>[0] = {}): Promise<Gateway> {
+  const proxy = createGateway({
     servers: { fixture: { kind: 'in-process', server: createFixtureServer() } },
     embeddings: false,
     logger: memoryLogger(),
@@ -113,7 +113,9 @@ describe('local tools', () => {
   });
 
   it('reject "__" in their names', () => {
-    expect(() => createProxy({ embeddings: false, localTools: [{ ...echoLocal, name: 'bad__name' }] })).toThrow(/"__"/);
+    expect(() => createGateway({ embeddings: false, localTools: [{ ...echoLocal, name: 'bad__name' }] })).toThrow(
+      /"__"/,
+    );
   });
 });
 
@@ -223,7 +225,7 @@ describe('events', () => {
 
 describe('server names', () => {
   it('reject "__" for configured servers', async () => {
-    const proxy = createProxy({
+    const proxy = createGateway({
       embeddings: false,
       logger: memoryLogger(),
       servers: { bad__name: { kind: 'in-process', server: createFixtureServer() } },

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type CallFilter,
-  createProxy,
-  type ExtensibleProxy,
+  createGateway,
+  type Gateway,
   type LoadFilter,
   type ResponseFilter,
   type SearchFilter,
@@ -10,16 +10,16 @@ import {
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { callTool, connectClient, eventLog, memoryLogger, searchNames, textOf } from './helpers';
 
-const proxies: ExtensibleProxy[] = [];
+const proxies: Gateway[] = [];
 afterEach(async () => {
   await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
 });
 
-async function setup(options: Parameters<typeof createProxy>[0]) {
+async function setup(options: Parameters<typeof createGateway>[0]) {
   const calls: { tool: string; args: unknown }[] = [];
   const logger = memoryLogger();
   const events = eventLog();
-  const proxy = createProxy({
+  const proxy = createGateway({
     servers: {
       fixture: {
         kind: 'in-process',

@@ -1,12 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  createProxy,
-  type DownstreamSpec,
-  type ExtensibleProxy,
-  memoryDiscoveryStore,
-  serveHttp,
-} from '../../proxy/index';
+import { createGateway, type DownstreamSpec, type Gateway, memoryDiscoveryStore, serveHttp } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
 import { callTool, connectClient, memoryLogger, searchNames, textOf } from './helpers';
@@ -28,8 +22,8 @@ const everything: DownstreamSpec = {
   args: ['node_modules/@modelcontextprotocol/server-everything/dist/index.js', 'stdio'],
 };
 
-async function started(options: Parameters<typeof createProxy>[0]): Promise<ExtensibleProxy> {
-  const proxy = createProxy({ embeddings: false, logger: memoryLogger(), ...options });
+async function started(options: Parameters<typeof createGateway>[0]): Promise<Gateway> {
+  const proxy = createGateway({ embeddings: false, logger: memoryLogger(), ...options });
   cleanups.push(() => proxy.close());
   await proxy.start();
   return proxy;
@@ -42,7 +36,7 @@ async function httpFixture(): Promise<HttpFixture> {
 }
 
 /** Serves `proxy` over Streamable HTTP and connects two clients, each its own MCP session. */
-async function twoHttpSessions(proxy: ExtensibleProxy) {
+async function twoHttpSessions(proxy: Gateway) {
   const endpoint = await serveHttp(proxy);
   cleanups.push(() => endpoint.close());
   const sessions = [await connectHttpClient(endpoint.url), await connectHttpClient(endpoint.url)] as const;
@@ -96,7 +90,7 @@ describe('stdio downstreams', () => {
 
   it('starts with some servers unreachable and says which', async () => {
     const logger = memoryLogger();
-    const proxy = createProxy({
+    const proxy = createGateway({
       embeddings: false,
       logger,
       servers: { fixture: stdioFixture, broken: { kind: 'stdio', command: 'definitely-not-a-command-xyz' } },
@@ -117,7 +111,7 @@ describe('tool list changes', () => {
       announced = resolve;
     });
     const logger = memoryLogger();
-    const proxy = createProxy({
+    const proxy = createGateway({
       embeddings: false,
       servers: { fixture: { kind: 'in-process', server: fixture } },
       logger: {
@@ -153,8 +147,13 @@ describe('Streamable HTTP downstreams', () => {
 
   it('never follows a redirect, and says where it pointed', async () => {
     const fixture = await httpFixture();
-    const proxy = await started({ servers: { moved: { kind: 'http', url: fixture.redirectUrl } } });
-    expect(proxy.downstream('moved')).toBeUndefined();
+    const proxy = createGateway({
+      embeddings: false,
+      logger: memoryLogger(),
+      servers: { moved: { kind: 'http', url: fixture.redirectUrl } },
+    });
+    cleanups.push(() => proxy.close());
+    expect((await proxy.start()).failed.map((failure) => failure.name)).toEqual(['moved']);
     expect(fixture.seen.map((request) => request.path)).toEqual(['/redirect']);
     const client = await connectClient(proxy);
     const loaded = await client.callTool({

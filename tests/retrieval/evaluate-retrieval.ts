@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { type Embedder, ToolIndex } from '../../proxy/index';
+import type { Embedder } from '../../proxy/index';
+import { ToolIndex } from '../../proxy/tool-index';
 
 interface CorpusTool {
   readonly server: string;

@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { runTransparentCli } from '../../proxy/transparent/index';
+import { runTransparentCli } from '../../proxy/cli/index';
 import { runNode } from '../credentials/cli-run';
 import { EVERYTHING_ENTRY } from './helpers';
 

@@ -2,10 +2,10 @@ import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ProxyError } from '../errors';
-import { createTransparentProxy } from './create-transparent-proxy';
-import { describeUpstream } from './create-upstream-transport';
-import { readTransparentEnv } from './env';
-import { loadTransparentConfig } from './load-transparent-config';
+import { createTransparentProxy } from '../transparent/create-transparent-proxy';
+import { describeUpstream } from '../transparent/create-upstream-transport';
+import { loadTransparentConfig } from '../transparent/load-transparent-config';
+import { readTransparentEnv } from './transparent-env';
 
 /** Where the CLI reads and writes; defaults to the process's own streams and environment. */
 export interface TransparentCliIo {

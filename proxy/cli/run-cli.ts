@@ -1,21 +1,19 @@
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { loadConfig, resolveConfigPath } from './config';
-import { createProxy, type ExtensibleProxy } from './create-proxy';
-import {
-  acquirePidFile,
-  createTokenCredentials,
-  type HeldPidFile,
-  reloadServers,
-  resolveTokensPath,
-  runAddServer,
-} from './credentials/index';
+import { loadConfig, resolveConfigPath } from '../config';
+import { createTokenCredentials, resolveTokensPath } from '../credentials/index';
+import { ProxyError } from '../errors';
+import { gatewayOptionsFromConfig } from '../from-config';
+import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
+import type { Gateway } from '../gateway/types';
+import { serveHttp } from '../http/serve-http';
+import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { PolicyError, regoPolicyFilter } from '../policy/index';
+import { runAddServer } from './add-server';
 import { readProxyEnv } from './env';
-import { ProxyError } from './errors';
-import { proxyOptionsFromConfig } from './from-config';
-import { PolicyError, regoPolicyFilter } from './policy/index';
-import { serveHttp } from './serve-http';
-import { runTransparentCli } from './transparent/index';
+import { acquirePidFile, type HeldPidFile } from './pid-file';
+import { reloadServers } from './reload-servers';
+import { runTransparentCli } from './run-transparent-cli';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -165,10 +163,9 @@ export async function runCli(argv: string[]): Promise<number> {
   if (port === undefined || callTimeoutMs === undefined) return 2;
 
   const env = readProxyEnv();
-  let proxyOptions: ReturnType<typeof proxyOptionsFromConfig>;
+  let gatewayOptions: GatewayOptions;
   let configPath: string;
-  let tokensPath: string;
-  const configuredUrls = new Map<string, string>();
+  let running: Gateway;
   try {
     const path = resolveConfigPath({
       ...(values.config !== undefined && { flag: values.config }),
@@ -181,21 +178,25 @@ export async function runCli(argv: string[]): Promise<number> {
       configPath: path,
       ...(env.tokensFile !== undefined && { override: env.tokensFile }),
     });
-    tokensPath = tokens.path;
     // The path only: token values are never logged.
     logLine(`tokens: ${tokens.path}${tokens.explicit ? ' (EXTENSIBLE_MCP_TOKENS_FILE)' : ''}`);
-    for (const [name, server] of Object.entries(config.servers)) {
-      if ('url' in server) configuredUrls.set(name, server.url);
-    }
-    proxyOptions = proxyOptionsFromConfig(config);
+    gatewayOptions = {
+      ...gatewayOptionsFromConfig(config),
+      callTimeoutMs,
+      embeddings: { modelDir: env.modelDir, allowRemote: !(values.offline || env.offline) },
+      credentials: createTokenCredentials({ tokensPath: tokens.path, log: logLine }),
+    };
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) {
       const regoPolicy = await regoPolicyFilter({
         regoPath,
         onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy evaluation failed: ${String(error)}\n`),
       });
-      proxyOptions = { ...proxyOptions, regoPolicy };
+      gatewayOptions = { ...gatewayOptions, regoPolicy };
     }
+    // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
+    // never a crash after the pid file exists.
+    running = createGateway(gatewayOptions);
   } catch (error) {
     if (error instanceof ProxyError || error instanceof PolicyError) return usageError(error.message);
     throw error;
@@ -205,15 +206,15 @@ export async function runCli(argv: string[]): Promise<number> {
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can
   // never find the proxy without a handler (SIGHUP's default action would kill it). Reloads run
   // one at a time, after start.
-  let proxy: ExtensibleProxy | undefined;
+  let gateway: Gateway | undefined;
   let reloading: Promise<unknown> = Promise.resolve();
   const onHangup = () => {
     logLine('SIGHUP: re-reading the config');
     reloading = reloading.then(
       () =>
-        proxy &&
-        reloadServers({ proxy, configPath, environment: env.variables, configuredUrls, log: logLine }).catch(
-          (error: unknown) => logLine(`reload failed: ${String(error)}`),
+        gateway &&
+        reloadServers({ gateway, configPath, environment: env.variables, log: logLine }).catch((error: unknown) =>
+          logLine(`reload failed: ${String(error)}`),
         ),
     );
   };
@@ -223,20 +224,11 @@ export async function runCli(argv: string[]): Promise<number> {
     pidFile = acquirePidFile(configPath);
   } catch (error) {
     process.off('SIGHUP', onHangup);
+    await running.close();
     if (error instanceof ProxyError) return usageError(error.message);
     throw error;
   }
-  const running = createProxy({
-    ...proxyOptions,
-    callTimeoutMs,
-    embeddings: { modelDir: env.modelDir, allowRemote: !(values.offline || env.offline) },
-    credentials: createTokenCredentials({
-      tokensPath,
-      configuredUrl: (name) => configuredUrls.get(name),
-      log: logLine,
-    }),
-  });
-  proxy = running;
+  gateway = running;
   const release = () => {
     process.off('SIGHUP', onHangup);
     pidFile.release();
@@ -257,7 +249,7 @@ export async function runCli(argv: string[]): Promise<number> {
   const closed = new Promise<void>((resolve) => {
     transport.onclose = resolve;
   });
-  await running.createServer().connect(transport);
+  await createSearchModeServer(running).connect(transport);
   process.stdin.once('end', () => void transport.close());
   return waitForShutdown(async () => {
     release();

@@ -26,7 +26,7 @@ export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): Prox
   const parsed = envSchema.parse(environment);
   return {
     configPath: parsed.EXTENSIBLE_MCP_CONFIG,
-    modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../.models', import.meta.url)),
+    modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../../.models', import.meta.url)),
     offline: parsed.EXTENSIBLE_MCP_OFFLINE === '1' || parsed.EXTENSIBLE_MCP_OFFLINE === 'true',
     tokensFile: parsed.EXTENSIBLE_MCP_TOKENS_FILE,
     variables: environment,

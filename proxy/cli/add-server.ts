@@ -4,15 +4,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
 import { loadConfig, resolveConfigPath } from '../config';
+import { isSendableToken } from '../credentials/credential-rejected';
+import { credentialedFetch, type PresentedCredential, redactCredential } from '../credentials/credentialed-fetch';
+import { sameServerUrl } from '../credentials/same-server-url';
+import { resolveTokensPath, writeFileAtomic, writeToken } from '../credentials/tokens-file';
 import { fetchWithoutRedirects } from '../downstream';
-import type { ProxyEnv } from '../env';
 import { ProxyError } from '../errors';
 import { nameProblem } from '../names';
-import { isSendableToken } from './credential-rejected';
-import { credentialedFetch, type PresentedCredential, redactCredential } from './credentialed-fetch';
+import type { ProxyEnv } from './env';
 import { signalRunningProxy } from './pid-file';
-import { sameServerUrl } from './same-server-url';
-import { resolveTokensPath, writeFileAtomic, writeToken } from './tokens-file';
 
 /** The outcome of {@link verifyServer}. */
 export type Verification =

@@ -1,0 +1,17 @@
+/**
+ * The command-line entry: `extensible-mcp`, `mcp-elicitation-proxy`, `add-server`, the pid file
+ * and live reload. The composition root of the CLI process; not part of the library entry.
+ */
+export { type AddServerIo, addServerToConfig, runAddServer, type Verification, verifyServer } from './add-server';
+export { type ProxyEnv, readProxyEnv } from './env';
+export {
+  acquirePidFile,
+  checkPidFile,
+  type PidFileCheck,
+  pidFilePath,
+  processStartTime,
+  signalRunningProxy,
+} from './pid-file';
+export { type ReloadReport, reloadServers } from './reload-servers';
+export { runCli } from './run-cli';
+export { runTransparentCli, TRANSPARENT_EXIT, type TransparentCliIo } from './run-transparent-cli';

@@ -1,0 +1,557 @@
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CredentialLookup } from '../credentials/credentialed-fetch';
+import { type DiscoveryStore, memoryDiscoveryStore } from '../discovery-store';
+import { Downstream } from '../downstream';
+import { type Embedder, loadMiniLm } from '../embedder';
+import { ProxyError } from '../errors';
+import { type AccessControlOptions, accessControl } from '../filters/access-control';
+import { discoveryGate } from '../filters/discovery-gate';
+import { type LoadControlOptions, loadControl } from '../filters/load-control';
+import { similarityThreshold } from '../filters/similarity-threshold';
+import { nameProblem, qualifyName } from '../names';
+import {
+  type PipelineReporter,
+  runCallPipeline,
+  runLoadPipeline,
+  runResponsePipeline,
+  runSearchPipeline,
+} from '../pipeline';
+import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
+import { credentialArguments } from '../policy/fetch-plan';
+import type { PolicyBundle } from '../policy/load-bundle';
+import { policyAugmenter } from '../policy/policy-augmenter';
+import { type IndexedTool, ToolIndex } from '../tool-index';
+import type {
+  AdmitReport,
+  CallContext,
+  CallFilter,
+  CallInput,
+  CallRequest,
+  DiscoverySource,
+  DispatchOutcome,
+  DownstreamSpec,
+  EventHook,
+  Gateway,
+  LoadFilter,
+  LoadRequest,
+  LoadResult,
+  ResponseFilter,
+  SearchFilter,
+  SearchResult,
+  ServerFacts,
+  StartReport,
+} from './types';
+
+/** A tool implemented by the host, searched and called through the same pipelines as any other (SPEC §3.8). */
+export interface LocalTool {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: Tool['inputSchema'];
+  readonly handler: (args: Record<string, unknown>, context: CallContext) => CallToolResult | Promise<CallToolResult>;
+}
+
+/** Where the gateway writes human-readable lines (stderr in the CLI: stdout carries stdio MCP). */
+export interface ProxyLogger {
+  info(line: string): void;
+  error(line: string, error?: unknown): void;
+}
+
+/** How the tool index gets its embedding model. */
+export type EmbeddingOptions =
+  | false
+  | { readonly modelDir?: string; readonly allowRemote: boolean }
+  | { readonly embedder: Promise<Embedder | undefined> };
+
+/** A policy bundle as the gateway governs with it: the loaded bundle and its call filter (normally single-use around the policy). */
+export interface GovernedBundle {
+  readonly bundle: PolicyBundle;
+  readonly filter: CallFilter;
+}
+
+/**
+ * Which bundle governs which server (SPEC §4.8). The gateway builds the router (the last call
+ * filter) and the search-side augmenter from it, and stamps each call with its bundle's
+ * credential fields; the resolver reads only the admission facts the gateway stamps.
+ */
+export interface Governance {
+  readonly resolve: RouteResolver;
+  readonly bundles: Readonly<Record<string, GovernedBundle>>;
+}
+
+/** Options of {@link createGateway}. */
+export interface GatewayOptions {
+  /** Downstream servers admitted by the operator, by name. */
+  readonly servers?: Readonly<Record<string, DownstreamSpec>>;
+  readonly localTools?: readonly LocalTool[];
+  /** `filters.similarity_threshold`. */
+  readonly similarityThreshold?: number;
+  readonly accessControl?: AccessControlOptions;
+  /** `filters.load_control`. */
+  readonly loadControl?: LoadControlOptions;
+  /** The `rego_policy` filter, when configured (runs after the discovery gate). */
+  readonly regoPolicy?: CallFilter;
+  readonly extraSearchFilters?: readonly SearchFilter[];
+  readonly extraCallFilters?: readonly CallFilter[];
+  readonly extraResponseFilters?: readonly ResponseFilter[];
+  readonly extraLoadFilters?: readonly LoadFilter[];
+  /** Policy bundles and the routes to them. */
+  readonly governance?: Governance;
+  /** Receives a structured event for every decision. */
+  readonly onEvent?: EventHook;
+  readonly logger?: ProxyLogger;
+  /** Default: the staged model if present, else lexical-only with one log line. */
+  readonly embeddings?: EmbeddingOptions;
+  readonly discoveryStore?: DiscoveryStore;
+  /** Per-call downstream timeout; default 60 s. */
+  readonly callTimeoutMs?: number;
+  /** Timeout for connecting to a downstream and listing its tools; default 30 s. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Credentials for Streamable HTTP downstreams, asked per request with the server name and the
+   * exact URL, for configured servers and runtime loads alike (SPEC §3.9).
+   */
+  readonly credentials?: CredentialLookup;
+}
+
+const defaultTopK = 5;
+const maxTopK = 50;
+/** How many ranked candidates the search filters see first (the window widens when they hide many). */
+const searchWindow = 200;
+
+/** Clamps `top_k` to 1..50: a non-positive or absurd value never returns the whole index. */
+export function clampTopK(value: number | undefined): number {
+  if (value === undefined || Number.isNaN(value)) return defaultTopK;
+  return Math.min(maxTopK, Math.max(1, Math.trunc(value)));
+}
+
+const stderrLogger: ProxyLogger = {
+  info: (line) => process.stderr.write(`[extensible-mcp] ${line}\n`),
+  error: (line, error) =>
+    process.stderr.write(`[extensible-mcp] ${line}${error instanceof Error ? `: ${error.message}` : ''}\n`),
+};
+
+function embedderFrom(
+  options: EmbeddingOptions | undefined,
+  log: (line: string) => void,
+): Promise<Embedder | undefined> | undefined {
+  if (options === false) return undefined;
+  if (options && 'embedder' in options) return options.embedder;
+  log('embedding model: loading in the background; search is lexical until it is ready');
+  return loadMiniLm({
+    allowRemote: options?.allowRemote ?? true,
+    log,
+    ...(options?.modelDir && { modelDir: options.modelDir }),
+  });
+}
+
+function textResult(text: string, isError = false): CallToolResult {
+  return { content: [{ type: 'text', text }], ...(isError && { isError: true }) };
+}
+
+function elapsedUs(start: bigint): number {
+  return Number((process.hrtime.bigint() - start) / 1000n);
+}
+
+/** Internal seams for faces inside `proxy/` (never exported from the public entry). */
+export interface GatewayInternals {
+  /**
+   * A transparent face records the `tools/list` answer its session received (SPEC §3.5): a first
+   * page replaces what the session was shown, a later page (`append`) adds to it.
+   */
+  listed(session: string, server: ServerFacts, tools: readonly Tool[], append: boolean): Promise<void>;
+  /** A transparent face attaches its session's own upstream connection. */
+  attach(session: string, connection: SessionConnection): void;
+  detach(session: string): void;
+}
+
+/** A per-session upstream connection (transparent mode opens one per client session, SPEC §3.10). */
+export interface SessionConnection {
+  readonly facts: ServerFacts;
+  call(tool: string, args: Record<string, unknown>, context: CallContext): Promise<CallToolResult>;
+}
+
+const internalsOf = new WeakMap<Gateway, GatewayInternals>();
+
+/** The internal seams of a gateway built by {@link createGateway}; faces only. */
+export function gatewayInternals(gateway: Gateway): GatewayInternals {
+  const internals = internalsOf.get(gateway);
+  if (!internals) throw new ProxyError('invalid-name', 'Not a gateway built by createGateway.');
+  return internals;
+}
+
+/**
+ * Builds the gateway (SPEC §3.12): the downstream registry, the hybrid index, the four pipelines
+ * in their fixed order (assembled here and nowhere else) and dispatch. The discovery gate is part
+ * of the call pipeline and cannot be configured away; local tools go through the same pipeline
+ * as downstream tools. `discovery` says how the face supplies "discovered" (SPEC §3.5).
+ */
+export function createGateway(options: GatewayOptions = {}, discovery: DiscoverySource = 'search'): Gateway {
+  const logger = options.logger ?? stderrLogger;
+  const log = (line: string) => logger.info(line);
+  const callTimeoutMs = options.callTimeoutMs ?? 60_000;
+  const embedder = embedderFrom(options.embeddings, log);
+  // A model the gateway loaded itself is released with it; a shared one belongs to the caller.
+  const ownsEmbedder = embedder !== undefined && !(options.embeddings && 'embedder' in options.embeddings);
+  const index = new ToolIndex(embedder, { log });
+  void index.settled().then((mode) => {
+    if (mode === 'hybrid') log('embedding model ready: search is hybrid (BM25 + MiniLM)');
+  });
+  const store = options.discoveryStore ?? memoryDiscoveryStore();
+  const downstreams = new Map<string, Downstream>();
+  /** Names being admitted right now: admission is serialised per name (SPEC §3.4). */
+  const admitting = new Set<string>();
+  const sessions = new Map<string, SessionConnection>();
+  /** Tool definitions a transparent session was shown, by session then bare name. */
+  const listings = new Map<string, Map<string, { server: ServerFacts; tool: Tool }>>();
+  const localTools = new Map<string, LocalTool>();
+  /**
+   * The URL the operator admitted each HTTP server name at (config or `admit`): the only URL its
+   * token is ever presented to (SPEC §3.9). A runtime load never adds to it.
+   */
+  const operatorUrls = new Map<string, string>();
+  for (const [name, spec] of Object.entries(options.servers ?? {}))
+    if (spec.kind === 'http') operatorUrls.set(name, spec.url);
+  const emit: EventHook = options.onEvent ?? (() => undefined);
+  const reporter: PipelineReporter = {
+    emit,
+    onFilterError: (filter, error) => logger.error(`filter ${filter} failed`, error),
+  };
+
+  for (const tool of options.localTools ?? []) {
+    const problem = nameProblem(tool.name);
+    if (problem) throw new ProxyError('invalid-name', `Invalid local tool name: ${problem}.`);
+    if (localTools.has(tool.name)) throw new ProxyError('invalid-name', `Duplicate local tool "${tool.name}".`);
+    localTools.set(tool.name, tool);
+  }
+  index.replace(
+    undefined,
+    [...localTools.values()].map((tool) => ({
+      name: tool.name,
+      server: undefined,
+      toolName: tool.name,
+      description: tool.description,
+      inputSchema: tool.inputSchema,
+    })),
+  );
+
+  // The four pipelines, in the order of SPEC §3.6. This is the only place that knows it.
+  const governance = options.governance;
+  const governedBundles = governance
+    ? Object.fromEntries(Object.entries(governance.bundles).map(([name, governed]) => [name, governed.bundle]))
+    : {};
+  const access = accessControl(options.accessControl ?? {});
+  const searchFilters: SearchFilter[] = [
+    ...(options.similarityThreshold !== undefined
+      ? [similarityThreshold({ threshold: options.similarityThreshold })]
+      : []),
+    access.search,
+    ...(options.extraSearchFilters ?? []),
+    ...(governance ? [policyAugmenter({ resolve: governance.resolve, bundles: governedBundles })] : []),
+  ];
+  const callFilters: CallFilter[] = [
+    access.call,
+    discoveryGate({ store }),
+    ...(options.regoPolicy ? [options.regoPolicy] : []),
+    ...(options.extraCallFilters ?? []),
+    ...(governance
+      ? [
+          bundleRouter({
+            resolve: governance.resolve,
+            bundles: Object.fromEntries(Object.entries(governance.bundles).map(([name, { filter }]) => [name, filter])),
+          }),
+        ]
+      : []),
+  ];
+  const responseFilters = [...(options.extraResponseFilters ?? [])];
+  const loadFilters: LoadFilter[] = [
+    ...(options.loadControl ? [loadControl(options.loadControl)] : []),
+    ...(options.extraLoadFilters ?? []),
+  ];
+
+  /** Tools with an output schema, by qualified name: a blocked result for them must be text (SPEC §3.10). */
+  const withOutputSchema = new Set<string>();
+
+  function indexServer(server: string, tools: readonly IndexedTool[], structured: readonly string[]): void {
+    for (const tool of index.toolsOf(server)) withOutputSchema.delete(tool.name);
+    for (const name of structured) withOutputSchema.add(name);
+    index.replace(server, tools);
+  }
+
+  function factsOf(downstream: Downstream): ServerFacts {
+    return { name: downstream.name, admission: downstream.admission, ...(downstream.url && { url: downstream.url }) };
+  }
+
+  function register(name: string, spec: DownstreamSpec, admission: ServerFacts['admission']): Downstream {
+    const problem = nameProblem(name);
+    if (problem) throw new ProxyError('invalid-name', `Invalid server name: ${problem}.`);
+    const lookup = options.credentials;
+    const downstream = new Downstream({
+      name,
+      spec,
+      admission,
+      callTimeoutMs,
+      connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
+      log,
+      // Bound to this server's name: the lookup decides per URL whether a token is presented.
+      ...(lookup &&
+        spec.kind === 'http' && {
+          credentials: (url: string) => lookup({ serverName: name, url, configuredUrl: operatorUrls.get(name) }),
+        }),
+      onTools: (tools) =>
+        indexServer(
+          name,
+          tools.map(
+            (tool): IndexedTool => ({
+              name: qualifyName(name, tool.name),
+              server: name,
+              toolName: tool.name,
+              description: tool.description ?? '',
+              inputSchema: tool.inputSchema,
+            }),
+          ),
+          tools.filter((tool) => tool.outputSchema !== undefined).map((tool) => qualifyName(name, tool.name)),
+        ),
+    });
+    downstreams.set(name, downstream);
+    return downstream;
+  }
+
+  /** Connects and indexes a new server; one admission per name at a time. */
+  async function admitServer(
+    name: string,
+    spec: DownstreamSpec,
+    admission: ServerFacts['admission'],
+  ): Promise<AdmitReport> {
+    if (admitting.has(name) || downstreams.has(name)) {
+      throw new ProxyError('already-admitted', `A server named "${name}" is already admitted; choose another name.`);
+    }
+    admitting.add(name);
+    try {
+      const downstream = register(name, spec, admission);
+      try {
+        await downstream.connect();
+      } catch (error) {
+        downstreams.delete(name);
+        index.remove(name);
+        throw error;
+      }
+      return { server: name, tools: index.toolsOf(name).length };
+    } finally {
+      admitting.delete(name);
+    }
+  }
+
+  /** What the gateway knows about `tool` for this session: the stamp every filter reads. */
+  async function stamp(input: CallInput, context: CallContext): Promise<CallRequest> {
+    let server: ServerFacts | undefined;
+    let toolName: string | undefined;
+    let inputSchema: Tool['inputSchema'] | undefined;
+    let hasOutputSchema = false;
+    if (discovery === 'listing') {
+      const listed = listings.get(context.session)?.get(input.tool);
+      if (listed) {
+        server = listed.server;
+        toolName = listed.tool.name;
+        inputSchema = listed.tool.inputSchema;
+        hasOutputSchema = listed.tool.outputSchema !== undefined;
+      }
+    } else {
+      const indexed = index.get(input.tool);
+      const downstream = indexed?.server === undefined ? undefined : downstreams.get(indexed.server);
+      if (indexed && (indexed.server === undefined || downstream)) {
+        server = downstream && factsOf(downstream);
+        toolName = indexed.toolName;
+        inputSchema = indexed.inputSchema;
+        hasOutputSchema = withOutputSchema.has(indexed.name);
+      }
+    }
+    return {
+      tool: input.tool,
+      toolName,
+      server,
+      arguments: input.arguments,
+      ...(inputSchema !== undefined && { inputSchema }),
+      hasOutputSchema,
+      credentialFields: server ? await credentialFieldsOf(server) : [],
+    };
+  }
+
+  async function credentialFieldsOf(server: ServerFacts): Promise<readonly string[]> {
+    if (!governance) return [];
+    const route = await governance.resolve(server);
+    const governed =
+      route.kind === 'bundle' && Object.hasOwn(governance.bundles, route.bundle)
+        ? governance.bundles[route.bundle]
+        : undefined;
+    return governed ? credentialArguments(governed.bundle.fetchPlan) : [];
+  }
+
+  /** Runs the final request: the local tool, or the downstream (never replayed after a lost connection). */
+  async function dispatch(request: CallRequest, context: CallContext): Promise<DispatchOutcome> {
+    try {
+      if (request.server === undefined) {
+        const local = request.toolName === undefined ? undefined : localTools.get(request.toolName);
+        if (!local)
+          return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
+        return { status: 'completed', result: await local.handler({ ...request.arguments }, context) };
+      }
+      const target =
+        (discovery === 'listing' ? sessions.get(context.session) : undefined) ?? downstreams.get(request.server.name);
+      if (!target || request.toolName === undefined) {
+        return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
+      }
+      const result =
+        target instanceof Downstream
+          ? await target.call(request.toolName, { ...request.arguments })
+          : await target.call(request.toolName, { ...request.arguments }, context);
+      return { status: 'completed', result };
+    } catch (error) {
+      if (ProxyError.isInstance(error)) {
+        const unknown = error.code === 'downstream-timeout' || error.code === 'outcome-unknown';
+        return { status: unknown ? 'unknown' : 'failed', reason: error.message };
+      }
+      logger.error(`tool ${request.tool} failed`, error);
+      return { status: 'failed', reason: `Tool "${request.tool}" failed unexpectedly.` };
+    }
+  }
+
+  const gateway: Gateway = {
+    get searchMode() {
+      return index.mode;
+    },
+
+    ready: () => index.settled(),
+
+    async search(request, context): Promise<SearchResult> {
+      const query = { query: request.query, topK: clampTopK(request.topK) };
+      // Filters run before the top-k cut, over the best candidates in a window that widens until
+      // top_k survive or no candidate is left, so a hidden tool never displaces a visible one.
+      let visible: SearchResult['hits'] = [];
+      for (let window = Math.max(searchWindow, query.topK * 4); ; window *= 4) {
+        const ranked = (await index.search(query.query, window)).map((hit) => {
+          const downstream = hit.server === undefined ? undefined : downstreams.get(hit.server);
+          return {
+            ...hit,
+            toolName: index.get(hit.name)?.toolName ?? hit.name,
+            server: downstream && factsOf(downstream),
+          };
+        });
+        visible = await runSearchPipeline(searchFilters, ranked, { query, context, reporter });
+        if (visible.length >= query.topK || ranked.length < window) break;
+      }
+      const hits = visible.slice(0, query.topK);
+      if (discovery === 'search') {
+        await store.remember(
+          context.session,
+          hits.map((hit) => hit.name),
+        );
+      }
+      return { mode: index.mode, hits };
+    },
+
+    async call(input, context) {
+      const request = await stamp(input, context);
+      const decided = await runCallPipeline(callFilters, request, { context, reporter });
+      if (!decided.allowed) return decided.result ?? textResult(decided.reason, true);
+      const final = decided.value;
+      const start = process.hrtime.bigint();
+      const outcome = await decided.wrap(() => dispatch(final, context));
+      if (outcome.status !== 'completed') {
+        const reason =
+          outcome.status === 'unknown'
+            ? `${outcome.reason} The outcome is unknown: the call may have run, and it was not retried.`
+            : outcome.reason;
+        emit({
+          ts: new Date().toISOString(),
+          session: context.session,
+          pipeline: 'call',
+          filter: 'dispatch',
+          tool: final.tool,
+          decision: 'error',
+          reason,
+          durationUs: elapsedUs(start),
+        });
+        return textResult(reason, true);
+      }
+      const answered = await runResponsePipeline(responseFilters, outcome.result, {
+        request: final,
+        context,
+        reporter,
+      });
+      return answered.allowed ? answered.value : textResult(answered.reason, true);
+    },
+
+    async load(request: LoadRequest, context): Promise<LoadResult> {
+      const problem = nameProblem(request.serverName);
+      if (problem) return { loaded: false, reason: `Invalid server name: ${problem}.` };
+      if (downstreams.has(request.serverName) || admitting.has(request.serverName)) {
+        return {
+          loaded: false,
+          reason: `A server named "${request.serverName}" is already connected; choose another name.`,
+        };
+      }
+      const decided = await runLoadPipeline(loadFilters, request, { context, reporter });
+      if (!decided.allowed) return { loaded: false, reason: decided.reason };
+      try {
+        const report = await admitServer(request.serverName, { kind: 'http', url: request.url }, 'runtime');
+        return { loaded: true, server: report.server, tools: report.tools };
+      } catch (error) {
+        const reason = ProxyError.isInstance(error) ? error.message : `Could not load "${request.serverName}".`;
+        return { loaded: false, reason };
+      }
+    },
+
+    admit(name, spec) {
+      // Bind before connecting: the credential lookup needs the operator's URL for this name.
+      if (spec.kind === 'http' && !downstreams.has(name) && !admitting.has(name)) operatorUrls.set(name, spec.url);
+      return admitServer(name, spec, spec.kind === 'in-process' ? 'in-process' : 'config');
+    },
+
+    async start(): Promise<StartReport> {
+      const entries = Object.entries(options.servers ?? {});
+      const outcomes = await Promise.allSettled(entries.map(([name, spec]) => gateway.admit(name, spec)));
+      const connected: string[] = [];
+      const failed: { name: string; reason: string }[] = [];
+      outcomes.forEach((outcome, position) => {
+        const name = entries[position]?.[0] ?? '';
+        if (outcome.status === 'fulfilled') connected.push(name);
+        else
+          failed.push({
+            name,
+            reason: outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason),
+          });
+      });
+      log(
+        `connected ${connected.length} of ${entries.length} servers${connected.length ? `: ${connected.join(', ')}` : ''}`,
+      );
+      for (const failure of failed) log(`server "${failure.name}" failed to start: ${failure.reason}`);
+      return { connected, failed };
+    },
+
+    async close() {
+      await Promise.allSettled([...downstreams.values()].map((downstream) => downstream.close()));
+      if (ownsEmbedder) await (await embedder)?.close?.();
+    },
+  };
+
+  internalsOf.set(gateway, {
+    async listed(session, server, tools, append) {
+      const shown =
+        (append ? listings.get(session) : undefined) ?? new Map<string, { server: ServerFacts; tool: Tool }>();
+      for (const tool of tools) shown.set(tool.name, { server, tool });
+      listings.set(session, shown);
+      await store.remember(
+        session,
+        tools.map((tool) => tool.name),
+      );
+    },
+    attach(session, connection) {
+      sessions.set(session, connection);
+    },
+    detach(session) {
+      sessions.delete(session);
+      listings.delete(session);
+    },
+  });
+  return gateway;
+}

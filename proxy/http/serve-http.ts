@@ -1,0 +1,93 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import type { Gateway } from '../gateway/types';
+import { createHttpHandler, type HttpHandlerOptions } from './http-handler';
+
+/** Options of {@link serveHttp}. */
+export interface ServeHttpOptions extends Partial<Omit<HttpHandlerOptions, 'allowedHosts' | 'allowedOrigins'>> {
+  /** Interface to bind; default 127.0.0.1. */
+  readonly host?: string;
+  /** Port; 0 picks a free one. */
+  readonly port?: number;
+  /** Extra `Host` header values to accept (beyond the bound host and localhost). */
+  readonly allowedHosts?: readonly string[];
+}
+
+/** A running Streamable HTTP endpoint. */
+export interface HttpEndpoint {
+  /** `http://host:port/mcp`. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Node's request as a web `Request` (the body streamed, not buffered). */
+function toRequest(request: IncomingMessage, origin: string): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
+    else if (value !== undefined) headers.set(name, value);
+  }
+  const hasBody = request.method !== 'GET' && request.method !== 'HEAD';
+  return new Request(new URL(request.url ?? '/', origin), {
+    method: request.method ?? 'GET',
+    headers,
+    ...(hasBody && { body: Readable.toWeb(request) as ReadableStream, duplex: 'half' }),
+  } as RequestInit);
+}
+
+/** Writes a web `Response` to Node's, streaming SSE bodies until either side closes. */
+async function writeResponse(response: Response, target: ServerResponse): Promise<void> {
+  target.writeHead(response.status, Object.fromEntries(response.headers));
+  if (!response.body) {
+    target.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  target.once('close', () => void reader.cancel().catch(() => undefined));
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) target.write(chunk.value);
+  target.end();
+}
+
+/**
+ * Serves the gateway over Streamable HTTP at `/mcp` through Node's `http` server: a thin adapter
+ * over {@link createHttpHandler}. Binds to 127.0.0.1 by default; `Host` and `Origin` must name the
+ * bound address (or an extra allowed host).
+ */
+export async function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Promise<HttpEndpoint> {
+  const host = options.host ?? '127.0.0.1';
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, resolve);
+  });
+  const { port } = server.address() as AddressInfo;
+  const names = new Set([host.includes(':') ? `[${host}]` : host, 'localhost', '127.0.0.1', '[::1]']);
+  const handler = createHttpHandler(gateway, {
+    ...options,
+    allowedHosts: [...[...names].map((name) => `${name}:${port}`), ...(options.allowedHosts ?? [])],
+    allowedOrigins: [...names].map((name) => `http://${name}:${port}`),
+  });
+  const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    handler
+      .handle(toRequest(request, origin))
+      .then((answer) => writeResponse(answer, response))
+      .catch(() => {
+        if (!response.headersSent) {
+          response.writeHead(500, { 'content-type': 'application/json' });
+          response.end(
+            JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal error.' }, id: null }),
+          );
+        } else response.end();
+      });
+  });
+  return {
+    url: `${origin}/mcp`,
+    async close() {
+      await handler.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ListToolsRequestSchema,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { CallContext, Gateway } from '../gateway/types';
+import { toToolResult } from './to-tool-result';
+
+/** `search_tools` input. */
+const searchInput = z.strictObject({
+  query: z.string().trim().min(1).max(1_000).describe('What you want to do, in a few words.'),
+  // Out-of-range values are clamped by the gateway rather than refused (SPEC §3.3).
+  top_k: z.number().finite().optional().describe('How many tools to return (1-50; default 5).'),
+});
+
+/** `search_tools` output: also sent as `structuredContent`. */
+const searchOutput = z.object({
+  query: z.string(),
+  search_mode: z.enum(['loading', 'hybrid', 'lexical']),
+  results: z.array(
+    z.object({
+      name: z.string(),
+      description: z.string(),
+      input_schema: z.record(z.string(), z.unknown()),
+      score: z.number(),
+    }),
+  ),
+});
+
+/** `call_tool` input. */
+const callInput = z.strictObject({
+  tool_name: z.string().min(1).max(256).describe('The exact name returned by search_tools.'),
+  arguments: z.record(z.string(), z.unknown()).default({}).describe("The tool's arguments."),
+});
+
+/** `load_mcp_server` input. */
+const loadInput = z.strictObject({
+  server_name: z.string().min(1).max(64).describe('A short name for the server (letters, digits, "-", "_"; no "__").'),
+  url: z.string().min(1).max(2_048).describe("The server's Streamable HTTP endpoint (http or https)."),
+});
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Tool['inputSchema'] {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
+  return rest as Tool['inputSchema'];
+}
+
+/** The three meta-tools of SPEC §3.4, each described by its zod schema. */
+export const metaTools: Tool[] = [
+  {
+    name: 'search_tools',
+    description:
+      'Find tools for a task. Returns the best-matching tools with their exact names, descriptions and input schemas. Call this before call_tool: only tools found here in this session can be called.',
+    inputSchema: jsonSchema(searchInput, 'input'),
+    outputSchema: jsonSchema(searchOutput, 'output') as Tool['outputSchema'],
+  },
+  {
+    name: 'call_tool',
+    description: 'Call a tool found by search_tools, by its exact name, with arguments matching its input schema.',
+    inputSchema: jsonSchema(callInput, 'input'),
+  },
+  {
+    name: 'load_mcp_server',
+    description:
+      "Connect an additional MCP server over Streamable HTTP and index its tools, subject to the operator's load policy. Then use search_tools to find its tools.",
+    inputSchema: jsonSchema(loadInput, 'input'),
+  },
+];
+
+const instructions = [
+  'This server is a gateway to many tools. Workflow:',
+  '1. Call search_tools with a short description of what you want to do.',
+  '2. Call call_tool with the exact tool_name from the search results and its arguments.',
+  'Only tools that search_tools returned in this session can be called; search again if a call says the tool was not discovered.',
+  'load_mcp_server connects an additional Streamable HTTP MCP server by URL when the user asks for one.',
+  'Never ask the user for a password, token or API key in chat: credentials are configured by the operator outside this conversation.',
+].join('\n');
+
+function textResult(text: string, isError = false): CallToolResult {
+  return { content: [{ type: 'text', text }], ...(isError && { isError: true }) };
+}
+
+function inputError(tool: string, error: z.ZodError): CallToolResult {
+  const details = error.issues.map((issue) => `${issue.path.join('.') || 'input'}: ${issue.message}`).join('; ');
+  return textResult(`Invalid arguments for ${tool}: ${details}.`, true);
+}
+
+async function searchTools(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
+  const parsed = searchInput.safeParse(args);
+  if (!parsed.success) return inputError('search_tools', parsed.error);
+  const { query, top_k: topK } = parsed.data;
+  const found = await gateway.search({ query, ...(topK !== undefined && { topK }) }, context);
+  const structured: z.infer<typeof searchOutput> = {
+    query,
+    search_mode: found.mode,
+    results: found.hits.map((hit) => ({
+      name: hit.name,
+      description: hit.description,
+      input_schema: hit.inputSchema,
+      score: Math.round(hit.score * 1000) / 1000,
+    })),
+  };
+  const text =
+    found.hits.length === 0
+      ? `No tools matched "${query}". Try rephrasing: name the action and the thing it acts on in other words (for example "send message" instead of "notify").`
+      : JSON.stringify(structured, null, 2);
+  return { content: [{ type: 'text', text }], structuredContent: structured };
+}
+
+async function callTool(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
+  const parsed = callInput.safeParse(args);
+  if (!parsed.success) return inputError('call_tool', parsed.error);
+  return gateway.call({ tool: parsed.data.tool_name, arguments: parsed.data.arguments }, context);
+}
+
+async function loadServer(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
+  const parsed = loadInput.safeParse(args);
+  if (!parsed.success) return inputError('load_mcp_server', parsed.error);
+  const loaded = await gateway.load({ serverName: parsed.data.server_name, url: parsed.data.url }, context);
+  return loaded.loaded
+    ? textResult(`Loaded "${loaded.server}" with ${loaded.tools} tools. Use search_tools to find them.`)
+    : textResult(loaded.reason, true);
+}
+
+/**
+ * The search-mode face (SPEC §3.4): a new MCP server for one client connection, offering exactly
+ * the three meta-tools over `gateway`. Each connection is its own session (its own discovery set).
+ */
+export function createSearchModeServer(gateway: Gateway): Server {
+  const connectionId = randomUUID();
+  const server = new Server(
+    { name: 'extensible-mcp', version: '0.1.0' },
+    { capabilities: { tools: {} }, instructions },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: metaTools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const elicitation = server.getClientCapabilities()?.elicitation;
+    const context: CallContext = {
+      session: extra.sessionId ?? connectionId,
+      signal: extra.signal,
+      ...(elicitation && {
+        elicit: (params) => server.elicitInput(params, { relatedRequestId: extra.requestId, timeout: 10 * 60_000 }),
+      }),
+    };
+    const args = request.params.arguments ?? {};
+    try {
+      switch (request.params.name) {
+        case 'search_tools':
+          return await searchTools(gateway, args, context);
+        case 'call_tool':
+          return await callTool(gateway, args, context);
+        case 'load_mcp_server':
+          return await loadServer(gateway, args, context);
+        default:
+          return textResult(
+            `Unknown tool "${request.params.name}". This server offers search_tools, call_tool and load_mcp_server.`,
+            true,
+          );
+      }
+    } catch (error) {
+      return toToolResult(error);
+    }
+  });
+  return server;
+}
