@@ -5,8 +5,6 @@
  */
 export { defaultConfigPaths, loadConfig, type ProxyConfig, resolveConfigPath, type ServerConfig } from './config';
 export { type CredentialLookup, createTokenCredentials, type TokenCredentialsOptions } from './credentials/index';
-export { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
-export { type Embedder, loadMiniLm, miniLmModel } from './embedder';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
 export { type AccessControlOptions, accessControl } from './filters/access-control';
 export { hideTools } from './filters/hide-tools';
@@ -23,6 +21,7 @@ export {
   type LocalTool,
   type ProxyLogger,
 } from './gateway/create-gateway';
+export { type DiscoveryStore, memoryDiscoveryStore } from './gateway/discovery-store';
 export type {
   Admission,
   AdmitReport,
@@ -79,6 +78,7 @@ export {
   regoPolicyFilter,
   singleUseFilter,
 } from './policy/index';
+export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export {
   createTransparentProxy,
   type ElicitationFilterOptions,

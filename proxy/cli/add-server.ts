@@ -8,7 +8,7 @@ import { isSendableToken } from '../credentials/credential-rejected';
 import { credentialedFetch, type PresentedCredential, redactCredential } from '../credentials/credentialed-fetch';
 import { sameServerUrl } from '../credentials/same-server-url';
 import { resolveTokensPath, writeFileAtomic, writeToken } from '../credentials/tokens-file';
-import { fetchWithoutRedirects } from '../downstream';
+import { fetchWithoutRedirects } from '../downstream/downstream';
 import { ProxyError } from '../errors';
 import { nameProblem } from '../names';
 import type { ProxyEnv } from './env';

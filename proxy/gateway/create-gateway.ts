@@ -1,26 +1,26 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
-import { type DiscoveryStore, memoryDiscoveryStore } from '../discovery-store';
-import { Downstream } from '../downstream';
-import { type Embedder, loadMiniLm } from '../embedder';
+import { Downstream } from '../downstream/downstream';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessControl } from '../filters/access-control';
-import { discoveryGate } from '../filters/discovery-gate';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
 import { similarityThreshold } from '../filters/similarity-threshold';
 import { nameProblem, qualifyName } from '../names';
+import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
+import { credentialArguments } from '../policy/fetch-plan';
+import type { PolicyBundle } from '../policy/load-bundle';
+import { policyAugmenter } from '../policy/policy-augmenter';
+import { type Embedder, loadMiniLm } from '../search/embedder';
+import { type IndexedTool, ToolIndex } from '../search/tool-index';
+import { discoveryGate } from './discovery-gate';
+import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 import {
   type PipelineReporter,
   runCallPipeline,
   runLoadPipeline,
   runResponsePipeline,
   runSearchPipeline,
-} from '../pipeline';
-import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
-import { credentialArguments } from '../policy/fetch-plan';
-import type { PolicyBundle } from '../policy/load-bundle';
-import { policyAugmenter } from '../policy/policy-augmenter';
-import { type IndexedTool, ToolIndex } from '../tool-index';
+} from './run-pipelines';
 import type {
   AdmitReport,
   CallContext,

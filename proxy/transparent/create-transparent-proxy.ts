@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
@@ -10,6 +11,7 @@ import {
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
+  McpError,
   type Notification,
   ReadResourceRequestSchema,
   type Result,
@@ -20,10 +22,16 @@ import {
   type Tool,
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
-import { blockedCallResult } from './blocked-call';
+import {
+  createGateway,
+  type GatewayOptions,
+  gatewayInternals,
+  type SessionConnection,
+} from '../gateway/create-gateway';
+import type { CallContext, Gateway, ServerFacts } from '../gateway/types';
 import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
-import { type Elicit, elicitationMiddleware } from './elicitation-middleware';
 import { toWireError } from './to-wire-error';
 import type { TransparentConfig } from './transparent-config';
 
@@ -36,6 +44,15 @@ export interface TransparentProxyOptions {
   readonly upstreamStderr?: UpstreamTransportOptions['stderr'];
   /** Diagnostics sink; the CLI writes to stderr (stdout is the MCP channel). */
   readonly log?: (line: string) => void;
+  /**
+   * The call pipeline's other filters and the event hook (SPEC §3.6): transparent `tools/call`
+   * runs access control → discovery gate → `rego_policy` → elicitation → extra filters → router,
+   * exactly as search mode does. Filters see the bare upstream name and `server.name = proxy.name`.
+   */
+  readonly gateway?: Pick<
+    GatewayOptions,
+    'accessControl' | 'regoPolicy' | 'extraCallFilters' | 'extraResponseFilters' | 'governance' | 'onEvent'
+  >;
 }
 
 /** A transparent proxy for one downstream client: the upstream's own tools, plus call-time elicitation. */
@@ -50,6 +67,24 @@ export interface TransparentProxy {
 
 /** The client capabilities the proxy declares to its upstream: none, since it forwards no server-to-client requests. */
 export const UPSTREAM_CLIENT_CAPABILITIES = {} as const;
+
+/** The transparent gateway: the upstream's own names, discovered by listing, with elicitation as a call filter. */
+function transparentGateway(options: TransparentProxyOptions, log: (line: string) => void): Gateway {
+  const { config } = options;
+  const filters = options.gateway ?? {};
+  return createGateway(
+    {
+      ...filters,
+      embeddings: false,
+      logger: {
+        info: log,
+        error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
+      },
+      extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+    },
+    'listing',
+  );
+}
 
 // Upstream notifications passed on to the client. Progress is relayed per call, cancellation by signal.
 const FORWARDED_NOTIFICATIONS = new Set([
@@ -80,7 +115,14 @@ function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities 
 export function createTransparentProxy(options: TransparentProxyOptions): TransparentProxy {
   const { config } = options;
   const log = options.log ?? (() => undefined);
-  const middleware = elicitationMiddleware(config);
+  const gateway = transparentGateway(options, log);
+  const internals = gatewayInternals(gateway);
+  const session = randomUUID();
+  const facts: ServerFacts = {
+    name: config.proxy.name,
+    admission: 'config',
+    ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
+  };
   const upstream = new Client(
     { name: config.proxy.name, version: config.proxy.version },
     { capabilities: UPSTREAM_CLIENT_CAPABILITIES },
@@ -93,36 +135,8 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   const closed = new Promise<'closed' | 'upstream-lost'>((resolve) => {
     settleClosed = resolve;
   });
-  // Tool definitions by name, from the raw lists the client received (or fetched on demand).
-  let tools = new Map<string, Tool>();
-  let toolsComplete = false;
-
-  function remember(rawTools: unknown): void {
-    if (!Array.isArray(rawTools)) return;
-    for (const tool of rawTools) {
-      if (typeof tool === 'object' && tool !== null && typeof (tool as Tool).name === 'string') {
-        tools.set((tool as Tool).name, tool as Tool);
-      }
-    }
-  }
-
-  async function findTool(name: string, requestOptions: RequestOptions): Promise<Tool | undefined> {
-    const known = tools.get(name);
-    if (known !== undefined || toolsComplete) return known;
-    // Called before (or past the page of) any list we saw: read the whole list once.
-    let cursor: string | undefined;
-    do {
-      const page = await upstream.request(
-        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
-        ResultSchema,
-        requestOptions,
-      );
-      remember(page.tools);
-      cursor = typeof page.nextCursor === 'string' ? page.nextCursor : undefined;
-    } while (cursor !== undefined);
-    toolsComplete = true;
-    return tools.get(name);
-  }
+  /** What each in-flight `tools/call` needs for the upstream request: its client's signal, progress relay and `_meta`. */
+  const inFlight = new WeakMap<CallContext, { options: RequestOptions; meta: Record<string, unknown> }>();
 
   async function forward(method: string, params: unknown, requestOptions: RequestOptions): Promise<Result> {
     try {
@@ -136,63 +150,76 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     }
   }
 
+  // The session's own upstream connection, reached only through the gateway's dispatch.
+  const connection: SessionConnection = {
+    facts,
+    async call(tool, args, context) {
+      const request = inFlight.get(context);
+      const params = {
+        name: tool,
+        arguments: args,
+        ...(request && Object.keys(request.meta).length > 0 && { _meta: request.meta }),
+      };
+      try {
+        return (await upstream.request({ method: 'tools/call', params }, ResultSchema, request?.options)) as never;
+      } catch (error) {
+        // An upstream protocol error is the upstream's answer: shown as an error result naming it.
+        if (error instanceof McpError) {
+          throw new ProxyError('downstream-failed', `The upstream failed on "${tool}": ${error.message}`, {
+            cause: error,
+          });
+        }
+        throw error;
+      }
+    },
+  };
+  internals.attach(session, connection);
+
   function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
     target.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
       // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
       const result = await forward('tools/list', request.params, { signal: extra.signal });
-      if (request.params?.cursor === undefined) {
-        tools = new Map();
-        toolsComplete = typeof result.nextCursor !== 'string';
-      }
-      remember(result.tools);
+      // What this session was shown is what it has discovered (SPEC §3.5); later pages add to it.
+      const tools = Array.isArray(result.tools)
+        ? (result.tools as Tool[]).filter((tool) => typeof tool?.name === 'string')
+        : [];
+      await internals.listed(session, facts, tools, request.params?.cursor !== undefined);
       return result;
     });
 
     target.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const { name, arguments: args, _meta } = request.params;
-      let tool: Tool | undefined;
-      try {
-        tool = await findTool(name, { signal: extra.signal });
-      } catch (error) {
-        throw toWireError(error, log);
-      }
       const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
-      const elicit: Elicit | undefined = formCapable
-        ? (params) =>
+      const context: CallContext = {
+        session,
+        signal: extra.signal,
+        ...(formCapable && {
+          elicit: (params) =>
             target.elicitInput(params, {
               // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
               relatedRequestId: extra.requestId,
               timeout: config.elicitation.timeoutMs,
               signal: extra.signal,
-            })
-        : undefined;
-      const outcome = await middleware(
-        { tool: name, arguments: args, ...(tool !== undefined && { inputSchema: tool.inputSchema }) },
-        elicit,
-      );
-      if (outcome.kind === 'blocked') {
-        log(`blocked ${name}: ${outcome.blocked.reason} (${outcome.blocked.missing_or_ambiguous.join(', ')})`);
-        return blockedCallResult(outcome.blocked, { hasOutputSchema: tool?.outputSchema !== undefined });
-      }
+            }),
+        }),
+      };
       // Relay progress under the client's own token; the SDK puts its own token on the upstream request.
       const { progressToken, ...meta } = _meta ?? {};
-      const params = {
-        name,
-        ...(outcome.arguments !== undefined && { arguments: outcome.arguments }),
-        ...(Object.keys(meta).length > 0 && { _meta: meta }),
-      };
-      const result = await forward('tools/call', params, {
-        signal: extra.signal,
-        resetTimeoutOnProgress: true,
-        ...(progressToken !== undefined && {
-          onprogress: (progress) => {
-            void extra
-              .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
-              .catch((error: unknown) => log(`progress relay failed: ${String(error)}`));
-          },
-        }),
+      inFlight.set(context, {
+        meta,
+        options: {
+          signal: extra.signal,
+          resetTimeoutOnProgress: true,
+          ...(progressToken !== undefined && {
+            onprogress: (progress) => {
+              void extra
+                .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+                .catch((error: unknown) => log(`progress relay failed: ${String(error)}`));
+            },
+          }),
+        },
       });
-      return result as never;
+      return (await gateway.call({ tool: name, arguments: args ?? {} }, context)) as never;
     });
 
     const passthrough = (schema: Parameters<Server['setRequestHandler']>[0], method: string) => {
@@ -221,7 +248,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   function close(): Promise<void> {
     // Flag first: a transport may report its close synchronously, before `closing` is assigned.
     stopping = true;
-    closing ??= Promise.allSettled([server?.close(), upstream.close()]).then(() => settleClosed('closed'));
+    internals.detach(session);
+    closing ??= Promise.allSettled([server?.close(), upstream.close(), gateway.close()]).then(() =>
+      settleClosed('closed'),
+    );
     return closing;
   }
 
@@ -234,10 +264,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   };
   upstream.fallbackNotificationHandler = async (notification: Notification) => {
     if (!FORWARDED_NOTIFICATIONS.has(notification.method)) return;
-    if (notification.method === 'notifications/tools/list_changed') {
-      tools = new Map();
-      toolsComplete = false;
-    }
     if (!clientReady) return;
     await server?.notification(notification as never).catch((error: unknown) => {
       log(`could not forward ${notification.method}: ${String(error)}`);

@@ -2,7 +2,7 @@ import type { IOType } from 'node:child_process';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { fetchWithoutRedirects } from '../downstream';
+import { fetchWithoutRedirects } from '../downstream/downstream';
 import type { UpstreamConfig } from './transparent-config';
 
 /** Options for {@link createUpstreamTransport}. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Embedder } from '../../proxy/index';
-import { ToolIndex } from '../../proxy/tool-index';
+import { ToolIndex } from '../../proxy/search/tool-index';
 
 interface CorpusTool {
   readonly server: string;

@@ -10,8 +10,14 @@ import {
   ElicitRequestSchema,
   type ElicitResult,
   type JSONRPCMessage,
+  ResultSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { createTransparentProxy, parseTransparentConfig, type TransparentProxy } from '../../proxy/transparent/index';
+import {
+  createTransparentProxy,
+  parseTransparentConfig,
+  type TransparentProxy,
+  type TransparentProxyOptions,
+} from '../../proxy/transparent/index';
 
 /** The server-everything entry point, run over stdio with `node`. */
 export const EVERYTHING_ENTRY = fileURLToPath(
@@ -41,11 +47,15 @@ export async function connectThroughProxy(options: {
   config: ReturnType<typeof configFrom>;
   answer?: FormAnswer;
   upstreamTransport?: Transport;
+  /** Whether to list tools right after connecting (default true). */
+  list?: boolean;
+  gateway?: TransparentProxyOptions['gateway'];
 }): Promise<ProxySession> {
   const proxy = createTransparentProxy({
     config: options.config,
     upstreamStderr: 'ignore',
     ...(options.upstreamTransport !== undefined && { upstreamTransport: options.upstreamTransport }),
+    ...(options.gateway !== undefined && { gateway: options.gateway }),
   });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   const sent: ProxySession['sent'] = [];
@@ -69,6 +79,8 @@ export async function connectThroughProxy(options: {
     });
   }
   await client.connect(clientSide);
+  // As every MCP client does before calling: what the session was listed is what it discovered (SPEC §3.5).
+  if (options.list !== false) await client.request({ method: 'tools/list' }, ResultSchema);
   return {
     client,
     proxy,

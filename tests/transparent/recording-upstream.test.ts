@@ -10,7 +10,9 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { ProxyEvent } from '../../proxy/index';
 import { createTransparentProxy } from '../../proxy/transparent/index';
+import { textOf } from '../proxy/helpers';
 import { blockedOf, callTool, configFrom, connectThroughProxy, type FormAnswer, type ProxySession } from './helpers';
 
 // Tool definitions with fields the SDK's typed schemas do not know about, to prove raw forwarding.
@@ -80,13 +82,22 @@ afterEach(async () => {
   session = undefined;
 });
 
-async function start(options: { raw?: Record<string, unknown>; answer?: FormAnswer } = {}) {
+async function start(
+  options: {
+    raw?: Record<string, unknown>;
+    answer?: FormAnswer;
+    list?: boolean;
+    gateway?: Parameters<typeof connectThroughProxy>[0]['gateway'];
+  } = {},
+) {
   const upstream = recordingUpstream();
   await upstream.start();
   session = await connectThroughProxy({
     config: configFrom({ ...BASE, ...options.raw }),
     upstreamTransport: upstream.transport,
     ...(options.answer !== undefined && { answer: options.answer }),
+    ...(options.list !== undefined && { list: options.list }),
+    ...(options.gateway !== undefined && { gateway: options.gateway }),
   });
   return { upstream, session };
 }
@@ -278,11 +289,63 @@ describe('transparent proxy against a recording upstream', () => {
     await expect(proxy.closed).resolves.toBe('upstream-lost');
   });
 
-  it('passes an upstream protocol error through with its code', async () => {
-    const { session } = await start();
-    const upstreamError = await callTool(session.client, 'no_such_tool', {}).catch((error: unknown) => error);
-    expect(upstreamError).toBeInstanceOf(McpError);
-    expect(upstreamError).toMatchObject({ code: ErrorCode.InvalidParams });
-    expect(String(upstreamError)).toContain('Unknown tool: no_such_tool');
+  it('refuses a tool the session was never listed (discovery gate) and the upstream never sees it', async () => {
+    const { upstream, session } = await start({ list: false });
+    const refused = await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/has not been discovered in this session/);
+    await session.client.request({ method: 'tools/list' }, ResultSchema);
+    expect((await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 })).isError).toBeUndefined();
+    const unknown = await callTool(session.client, 'no_such_tool', {});
+    expect(textOf(unknown)).toMatch(/has not been discovered/);
+    expect(upstream.calls.map((call) => call.name)).toEqual(['book_table']);
+  });
+
+  it('shows an upstream protocol error on a listed tool as an error result naming the upstream', async () => {
+    const { upstream, session } = await start();
+    upstream.server.setRequestHandler(CallToolRequestSchema, () => {
+      throw new McpError(ErrorCode.InvalidParams, 'party_size must be even');
+    });
+    const failed = await callTool(session.client, 'book_table', { name: 'Ann', party_size: 3 });
+    expect(failed.isError).toBe(true);
+    expect(textOf(failed)).toContain('The upstream failed on "book_table"');
+    expect(textOf(failed)).toContain('party_size must be even');
+  });
+
+  it('runs tools/call through the call pipeline: access control refuses, events record every step', async () => {
+    const events: ProxyEvent[] = [];
+    const { upstream, session } = await start({
+      gateway: { accessControl: { deny: ['connect_account'] }, onEvent: (event) => events.push(event) },
+    });
+    const refused = await callTool(session.client, 'connect_account', { api_key: 'k', max_tokens: 5 });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/blocked by access control/);
+    await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 });
+    expect(upstream.calls.map((call) => call.name)).toEqual(['book_table']);
+    expect(events.map((event) => [event.tool, event.filter, event.decision])).toEqual([
+      ['connect_account', 'accessControl', 'deny'],
+      ['book_table', 'accessControl', 'allow'],
+      ['book_table', 'discoveryGate', 'allow'],
+      ['book_table', 'elicitation', 'allow'],
+    ]);
+  });
+
+  it('applies a rego_policy to transparent calls, seeing the bare name and the proxy name as server', async () => {
+    const seen: unknown[] = [];
+    const { upstream, session } = await start({
+      gateway: {
+        regoPolicy: function regoPolicy(request) {
+          seen.push({ tool: request.tool, server: request.server?.name });
+          return request.tool === 'book_table'
+            ? { decision: 'deny', reason: 'no bookings today' }
+            : { decision: 'allow' };
+        },
+      },
+    });
+    expect(textOf(await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 }))).toBe(
+      'no bookings today',
+    );
+    expect(upstream.calls).toEqual([]);
+    expect(seen).toEqual([{ tool: 'book_table', server: 'mcp-elicitation-proxy' }]);
   });
 });

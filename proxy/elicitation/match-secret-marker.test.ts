@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_SECRET_MARKERS } from '../transparent/transparent-config';
 import { matchSecretMarker, splitWords } from './match-secret-marker';
-import { DEFAULT_SECRET_MARKERS } from './transparent-config';
 
 const markers = { nameMarkers: DEFAULT_SECRET_MARKERS, schemaMarkers: DEFAULT_SECRET_MARKERS };
 

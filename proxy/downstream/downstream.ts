@@ -10,15 +10,15 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { credentialRejected, mentionsAuthFailure, minutesSince } from './credentials/credential-rejected';
+import { credentialRejected, mentionsAuthFailure, minutesSince } from '../credentials/credential-rejected';
 import {
   credentialedFetch,
   type PresentedCredential,
   redactSecrets,
   secretsOf,
-} from './credentials/credentialed-fetch';
-import { ProxyError } from './errors';
-import type { Admission, DownstreamSpec } from './gateway/types';
+} from '../credentials/credentialed-fetch';
+import { ProxyError } from '../errors';
+import type { Admission, DownstreamSpec } from '../gateway/types';
 
 /**
  * How many secrets a downstream remembers for redaction: two per credential (the header value
@@ -26,7 +26,7 @@ import type { Admission, DownstreamSpec } from './gateway/types';
  */
 const maxRememberedSecrets = 8;
 
-export type { Admission, DownstreamSpec, LinkableServer } from './gateway/types';
+export type { Admission, DownstreamSpec, LinkableServer } from '../gateway/types';
 
 /** What a {@link Downstream} needs from its owner. */
 export interface DownstreamOptions {

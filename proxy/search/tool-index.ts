@@ -1,8 +1,8 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { LRUCache } from 'lru-cache';
+import type { IndexHit as SearchHit } from '../gateway/run-pipelines';
 import type { Embedder } from './embedder';
 import { LexicalIndex } from './lexical-index';
-import type { IndexHit as SearchHit } from './pipeline';
 import { VectorStore } from './vector-store';
 
 /** A tool as the index holds it. */

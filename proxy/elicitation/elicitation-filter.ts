@@ -1,7 +1,7 @@
 import type { CallFilter } from '../gateway/types';
+import { DEFAULT_SECRET_MARKERS, type ElicitationPolicy, type ToolPolicy } from '../transparent/transparent-config';
 import { blockedCallResult } from './blocked-call';
 import { elicitationMiddleware } from './elicitation-middleware';
-import { DEFAULT_SECRET_MARKERS, type ElicitationPolicy, type ToolPolicy } from './transparent-config';
 
 /** Options for {@link elicitationFilter}; everything defaults as in the YAML config. A `TransparentConfig` fits too. */
 export interface ElicitationFilterOptions {

@@ -4,10 +4,15 @@ import type {
   PrimitiveSchemaDefinition,
   Tool,
 } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  ElicitationPolicy,
+  ElicitFieldCopy,
+  PrimitiveFieldType,
+  ToolPolicy,
+} from '../transparent/transparent-config';
 import type { BlockedCall, BlockReason, BlockStatus } from './blocked-call';
 import { isMissing } from './is-missing';
 import { matchSecretMarker } from './match-secret-marker';
-import type { ElicitationPolicy, ElicitFieldCopy, PrimitiveFieldType, ToolPolicy } from './transparent-config';
 
 /** Asks the human through a form; tied by the caller to the tool call's request id. */
 export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;

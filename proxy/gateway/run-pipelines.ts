@@ -15,7 +15,7 @@ import type {
   SearchFilter,
   SearchHit,
   SearchQuery,
-} from './gateway/types';
+} from './types';
 
 /** @deprecated The context every filter receives; see {@link CallContext}. */
 export type FilterContext = CallContext;

@@ -1,5 +1,5 @@
-import type { DiscoveryStore } from '../discovery-store';
-import type { CallFilter } from '../gateway/types';
+import type { DiscoveryStore } from './discovery-store';
+import type { CallFilter } from './types';
 
 /**
  * The discovery gate (SPEC §3.5): a tool may be called only if `search_tools` returned it in
