@@ -5,6 +5,9 @@ import { createHostBuiltins, didKeyFromEd25519, keyFromDidKey } from './host-bui
 
 const builtins = createHostBuiltins({ webauthn: { rpId: 'localhost' } });
 const party = fixtureParty('builtins');
+/** The Ed25519 example of the W3C did:key spec and its JWK `x`: a vector from outside this project. */
+const SPEC_DID = 'did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK';
+const SPEC_X = 'Lm_M42cB3HkUiODQsXRcweM6TByfzEHGO9ND274JcOY';
 
 describe('host builtins', () => {
   it('io.jwt.verify_eddsa accepts EdDSA and Ed25519 headers and rejects others', () => {
@@ -29,6 +32,29 @@ describe('host builtins', () => {
     expect(keyFromDidKey('did:key:zNotBase58!')).toBeNull();
     expect(keyFromDidKey('did:web:example.com')).toBeNull();
     expect(keyFromDidKey(42)).toBeNull();
+  });
+
+  it('did:key decodes the did:key spec example both ways, with or without a fragment', () => {
+    expect(keyFromDidKey(SPEC_DID)).toEqual({ kty: 'OKP', crv: 'Ed25519', x: SPEC_X });
+    expect(keyFromDidKey(`${SPEC_DID}#${SPEC_DID.slice('did:key:'.length)}`)).toEqual({
+      kty: 'OKP',
+      crv: 'Ed25519',
+      x: SPEC_X,
+    });
+    expect(didKeyFromEd25519(Buffer.from(SPEC_X, 'base64url'))).toBe(SPEC_DID);
+  });
+
+  it.each([
+    // base58btc leaves out 0, O, I and l: one of them in an otherwise valid identifier is malformed.
+    ...['0', 'O', 'I', 'l'].map((char) => [`the non-base58 character ${char}`, `${SPEC_DID.slice(0, -1)}${char}`]),
+    ['an empty identifier', 'did:key:z'],
+    ['a truncated key', SPEC_DID.slice(0, -2)],
+    ['an overlong identifier', `did:key:z${'2'.repeat(200)}`],
+    ['a secp256k1 key (multicodec 0xe7)', 'did:key:zQ3shQo6TF2moaqMTrUZEM1jeuYRQXeHEx4evX9751y2qPqRA'],
+    ['another multibase (base32 b)', 'did:key:bafkqaaa'],
+  ])('did:key with %s is null', (_label, did) => {
+    expect(keyFromDidKey(did)).toBeNull();
+    expect(builtins.keyFromDidKey(did)).toBeNull();
   });
 
   it('sha256, base64url and parse_json behave as specified', () => {

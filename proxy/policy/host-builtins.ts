@@ -1,4 +1,5 @@
 import { createHash, createPublicKey, type JsonWebKey, type KeyObject, verify } from 'node:crypto';
+import { base58 } from '@scure/base';
 import { z } from 'zod';
 import { PolicyError } from './policy-error';
 import { safeJsonParse } from './safe-json';
@@ -51,7 +52,8 @@ const p256JwkSchema = z.object({
 });
 
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
-const BASE58_ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
+/** Longest did:key identifier decoded: base58 decoding is quadratic, and an Ed25519 key takes 47 characters. */
+const DID_KEY_IDENTIFIER_LIMIT = 128;
 /** Multicodec varint prefix of an Ed25519 public key (0xed). */
 const ED25519_MULTICODEC = [0xed, 0x01] as const;
 const KEY_CACHE_LIMIT = 256;
@@ -166,7 +168,7 @@ export function keyFromDidKey(did: unknown): Ed25519Jwk | null {
 
 /** Encodes an Ed25519 public key (raw 32 bytes) as a `did:key`; the inverse of {@link keyFromDidKey}. */
 export function didKeyFromEd25519(publicKey: Uint8Array): string {
-  return `did:key:z${encodeBase58(Uint8Array.from([...ED25519_MULTICODEC, ...publicKey]))}`;
+  return `did:key:z${base58.encode(Uint8Array.from([...ED25519_MULTICODEC, ...publicKey]))}`;
 }
 
 function requireString(value: unknown, name: string): string {
@@ -188,37 +190,13 @@ function toPlain(value: unknown): unknown {
   return value instanceof Map ? Object.fromEntries(value) : value;
 }
 
+/** base58btc (the multibase `z` alphabet); `undefined` for empty, overlong or non-base58 text. */
 function decodeBase58(text: string): Uint8Array | undefined {
-  if (text.length === 0 || text.length > 128) return undefined;
-  let value = 0n;
-  for (const char of text) {
-    const digit = BASE58_ALPHABET.indexOf(char);
-    if (digit < 0) return undefined;
-    value = value * 58n + BigInt(digit);
+  if (text.length === 0 || text.length > DID_KEY_IDENTIFIER_LIMIT) return undefined;
+  try {
+    return base58.decode(text);
+  } catch {
+    // A character outside the alphabet: a malformed did:key, which the caller reports as null.
+    return undefined;
   }
-  const bytes: number[] = [];
-  while (value > 0n) {
-    bytes.unshift(Number(value & 0xffn));
-    value >>= 8n;
-  }
-  for (const char of text) {
-    if (char !== '1') break;
-    bytes.unshift(0);
-  }
-  return Uint8Array.from(bytes);
-}
-
-function encodeBase58(bytes: Uint8Array): string {
-  let value = 0n;
-  for (const byte of bytes) value = (value << 8n) | BigInt(byte);
-  let text = '';
-  while (value > 0n) {
-    text = (BASE58_ALPHABET[Number(value % 58n)] ?? '') + text;
-    value /= 58n;
-  }
-  for (const byte of bytes) {
-    if (byte !== 0) break;
-    text = `1${text}`;
-  }
-  return text;
 }
