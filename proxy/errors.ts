@@ -15,6 +15,17 @@ export const proxyErrorCodes = [
   'credential-invalid',
   'credential-rejected',
   'proxy-already-running',
+  // Policy engines and bundles (SPEC §4): logs and tests switch on these, never on messages.
+  'bundle-invalid',
+  'engine-load-failed',
+  'missing-builtin',
+  'builtin-failed',
+  'evaluation-failed',
+  'non-boolean-result',
+  'missing-input',
+  'store-full',
+  'store-failed',
+  'compile-failed',
 ] as const;
 
 /** One of {@link proxyErrorCodes}. */
@@ -22,7 +33,11 @@ export type ProxyErrorCode = (typeof proxyErrorCodes)[number];
 
 const brand = Symbol.for('extensible-mcp.ProxyError');
 
-/** The proxy's error base class: a closed `code`, a message safe to show, and the original `cause`. */
+/**
+ * The proxy's one error base class (policy engines and bundles included): a closed `code`, a
+ * message written for the operator or the model, and the original `cause`. Each face translates
+ * it in one place; anything that is not a ProxyError is never shown raw.
+ */
 export class ProxyError extends Error {
   override readonly name = 'ProxyError';
   readonly code: ProxyErrorCode;

@@ -69,7 +69,6 @@ export {
   loadBundle,
   openSqliteEvidenceStore,
   type PolicyBundle,
-  PolicyError,
   type PolicyOutcome,
   policyFilter,
   type Route,

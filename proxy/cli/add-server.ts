@@ -164,7 +164,7 @@ export async function runAddServer(options: RunAddServerOptions): Promise<number
       ...(options.env.tokensFile !== undefined && { override: options.env.tokensFile }),
     }).path;
   } catch (error) {
-    if (error instanceof ProxyError) return usage(error.message);
+    if (ProxyError.isInstance(error)) return usage(error.message);
     throw error;
   }
 

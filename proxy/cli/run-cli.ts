@@ -8,7 +8,7 @@ import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
 import type { Gateway } from '../gateway/types';
 import { serveHttp } from '../http/serve-http';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
-import { PolicyError, regoPolicyFilter } from '../policy/index';
+import { regoPolicyFilter } from '../policy/index';
 import { runAddServer } from './add-server';
 import { readProxyEnv } from './env';
 import { acquirePidFile, type HeldPidFile } from './pid-file';
@@ -198,7 +198,7 @@ export async function runCli(argv: string[]): Promise<number> {
     // never a crash after the pid file exists.
     running = createGateway(gatewayOptions);
   } catch (error) {
-    if (error instanceof ProxyError || error instanceof PolicyError) return usageError(error.message);
+    if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
 
@@ -225,7 +225,7 @@ export async function runCli(argv: string[]): Promise<number> {
   } catch (error) {
     process.off('SIGHUP', onHangup);
     await running.close();
-    if (error instanceof ProxyError) return usageError(error.message);
+    if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
   gateway = running;

@@ -72,7 +72,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   try {
     config = await loadTransparentConfig(configPath, env.variables);
   } catch (error) {
-    if (error instanceof ProxyError) {
+    if (ProxyError.isInstance(error)) {
       say(error.message);
       return TRANSPARENT_EXIT.usage;
     }

@@ -72,7 +72,7 @@ function isConnectionLost(error: unknown): boolean {
 }
 
 function describeRaw(error: unknown): string {
-  if (error instanceof ProxyError) return error.message;
+  if (ProxyError.isInstance(error)) return error.message;
   if (error instanceof Error) return error.message;
   return String(error);
 }
@@ -146,7 +146,7 @@ export class Downstream {
       return client;
     } catch (error) {
       await client.close().catch(() => undefined);
-      if (error instanceof ProxyError) throw error;
+      if (ProxyError.isInstance(error)) throw error;
       const rejected = this.#authFailure(error);
       if (rejected) throw rejected;
       throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${this.#describe(error)}`, {
@@ -263,7 +263,7 @@ export class Downstream {
   }
 
   #translate(error: unknown, tool: string): ProxyError {
-    if (error instanceof ProxyError) return error;
+    if (ProxyError.isInstance(error)) return error;
     const rejected = this.#authFailure(error);
     if (rejected) return rejected;
     if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {

@@ -175,7 +175,7 @@ const internalsOf = new WeakMap<Gateway, GatewayInternals>();
 /** The internal seams of a gateway built by {@link createGateway}; faces only. */
 export function gatewayInternals(gateway: Gateway): GatewayInternals {
   const internals = internalsOf.get(gateway);
-  if (!internals) throw new ProxyError('invalid-name', 'Not a gateway built by createGateway.');
+  if (!internals) throw new TypeError('Not a gateway built by createGateway.');
   return internals;
 }
 

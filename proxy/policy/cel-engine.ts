@@ -1,8 +1,8 @@
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
 import { z } from 'zod';
+import { ProxyError } from '../errors';
 import type { HostBuiltins } from './host-builtins';
 import { normaliseOutcome, type PolicyEngine, type PolicyOutcome, type RawEngineResult } from './policy-engine';
-import { PolicyError } from './policy-error';
 
 /** `checks.cel.json` (SPEC §4.3), plus optional ordered `bindings` evaluated before the checks. */
 export const celChecksSchema = z
@@ -71,16 +71,16 @@ interface CompiledCheck {
  */
 export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
   const parsed = celChecksSchema.safeParse(options.checks);
-  if (!parsed.success) throw new PolicyError('bundle_invalid', `checks.cel.json: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new ProxyError('bundle-invalid', `checks.cel.json: ${z.prettifyError(parsed.error)}`);
   const spec = parsed.data;
   for (const tier of spec.tiers) {
     for (const id of tier.checks) {
       if (!(id in spec.checks))
-        throw new PolicyError('bundle_invalid', `checks.cel.json: tier ${tier.tier} names unknown check ${id}`);
+        throw new ProxyError('bundle-invalid', `checks.cel.json: tier ${tier.tier} names unknown check ${id}`);
     }
   }
   for (const id of Object.keys(spec.guards ?? {})) {
-    if (!(id in spec.checks)) throw new PolicyError('bundle_invalid', `checks.cel.json: guard for unknown check ${id}`);
+    if (!(id in spec.checks)) throw new ProxyError('bundle-invalid', `checks.cel.json: guard for unknown check ${id}`);
   }
   const bindingNames = (spec.bindings ?? []).map((binding) => binding.name);
   const environment = celEnvironment(options.builtins, ['input', ...bindingNames]);
@@ -92,7 +92,7 @@ export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
       if (!typeCheck.valid) throw typeCheck.error;
       return result;
     } catch (error) {
-      throw new PolicyError('bundle_invalid', `checks.cel.json: ${where} does not compile`, { cause: error });
+      throw new ProxyError('bundle-invalid', `checks.cel.json: ${where} does not compile`, { cause: error });
     }
   };
   const bindings = (spec.bindings ?? []).map((binding) => ({
@@ -113,7 +113,7 @@ export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
   /** A check or guard must produce a boolean; anything else is an engine error, not a quiet false. */
   const asBoolean = (value: unknown, where: string): boolean => {
     if (typeof value !== 'boolean')
-      throw new PolicyError('non_boolean_result', `${where} returned ${typeof value}, not a boolean`);
+      throw new ProxyError('non-boolean-result', `${where} returned ${typeof value}, not a boolean`);
     return value;
   };
 

@@ -1,7 +1,7 @@
 import type { Ajv, ValidateFunction } from 'ajv';
 import { z } from 'zod';
+import { ProxyError } from '../errors';
 import type { CallRequest } from '../gateway/types';
-import { PolicyError } from './policy-error';
 
 const fieldName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'a plain identifier');
 
@@ -80,17 +80,17 @@ export interface AssemblyContext {
 /** Validates `fetchplan.json` and compiles each entry's schema with the bundle's Ajv. */
 export function compileFetchPlan(document: unknown, ajv: Ajv): FetchPlan {
   const parsed = fetchPlanSchema.safeParse(document);
-  if (!parsed.success) throw new PolicyError('bundle_invalid', `fetchplan.json: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new ProxyError('bundle-invalid', `fetchplan.json: ${z.prettifyError(parsed.error)}`);
   const seen = new Set<string>();
   const validators = new Map<string, ValidateFunction>();
   for (const entry of parsed.data.entries) {
     if (seen.has(entry.field))
-      throw new PolicyError('bundle_invalid', `fetchplan.json: field ${entry.field} appears twice`);
+      throw new ProxyError('bundle-invalid', `fetchplan.json: field ${entry.field} appears twice`);
     seen.add(entry.field);
     try {
       validators.set(entry.field, ajv.compile(entry.schema));
     } catch (error) {
-      throw new PolicyError('bundle_invalid', `fetchplan.json: schema of ${entry.field} does not compile`, {
+      throw new ProxyError('bundle-invalid', `fetchplan.json: schema of ${entry.field} does not compile`, {
         cause: error,
       });
     }
@@ -170,7 +170,7 @@ async function readSource(
     }
     case 'lookup': {
       const resolver = context.resolvers[source.params.resolver];
-      if (!resolver) throw new PolicyError('missing_input', `no lookup resolver named ${source.params.resolver}`);
+      if (!resolver) throw new ProxyError('missing-input', `no lookup resolver named ${source.params.resolver}`);
       return await resolver(resolveReferences(source.params.args ?? {}, input) as Record<string, unknown>);
     }
   }

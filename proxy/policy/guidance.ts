@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PolicyError } from './policy-error';
+import { ProxyError } from '../errors';
 
 const checkGuidance = z.object({ sentence: z.string().min(1), remedy: z.string().min(1) }).strict();
 
@@ -30,11 +30,11 @@ export type Guidance = z.infer<typeof guidanceSchema>;
 /** Validates `guidance.json`: every tier names only checks that have a sentence, so no raw id can leak. */
 export function parseGuidance(document: unknown): Guidance {
   const parsed = guidanceSchema.safeParse(document);
-  if (!parsed.success) throw new PolicyError('bundle_invalid', `guidance.json: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new ProxyError('bundle-invalid', `guidance.json: ${z.prettifyError(parsed.error)}`);
   for (const tier of parsed.data.tiers) {
     for (const id of tier.checks) {
       if (!(id in parsed.data.checks))
-        throw new PolicyError('bundle_invalid', `guidance.json: tier ${tier.tier} names check ${id} without guidance`);
+        throw new ProxyError('bundle-invalid', `guidance.json: tier ${tier.tier} names check ${id} without guidance`);
     }
   }
   return parsed.data;

@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, type JsonWebKey, type KeyObject, verify } from 'node:crypto';
 import { base58 } from '@scure/base';
 import { z } from 'zod';
-import { PolicyError } from './policy-error';
+import { ProxyError } from '../errors';
 import { safeJsonParse } from './safe-json';
 
 /** Options the host builtins need from the operator (never from the call). */
@@ -12,7 +12,7 @@ export interface HostBuiltinsOptions {
 
 /**
  * The host builtins of SPEC §4.2, shared by both engines so they decide identically.
- * Returning `false`/`null` is an ordinary denial; throwing {@link PolicyError} is an engine error.
+ * Returning `false`/`null` is an ordinary denial; throwing {@link ProxyError} is an engine error.
  */
 export interface HostBuiltins {
   /** `crypto.sha256(s)`: lowercase hex SHA-256 of the UTF-8 string. */
@@ -76,7 +76,7 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
     const candidate = parsed.ok ? toPlain(parsed.value) : undefined;
     const schema = kind === 'Ed25519' ? ed25519JwkSchema : p256JwkSchema;
     const result = schema.safeParse(candidate);
-    if (!result.success) throw new PolicyError('builtin_failed', `malformed ${kind} public key`);
+    if (!result.success) throw new ProxyError('builtin-failed', `malformed ${kind} public key`);
     const cacheKey = textKey ?? `${kind} ${JSON.stringify(result.data)}`;
     const cached = keyCache.get(cacheKey);
     if (cached) return cached;
@@ -84,7 +84,7 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
     try {
       key = createPublicKey({ key: result.data as JsonWebKey, format: 'jwk' });
     } catch (error) {
-      throw new PolicyError('builtin_failed', `unusable ${kind} public key`, { cause: error });
+      throw new ProxyError('builtin-failed', `unusable ${kind} public key`, { cause: error });
     }
     if (keyCache.size >= KEY_CACHE_LIMIT) keyCache.clear();
     keyCache.set(cacheKey, key);
@@ -97,7 +97,7 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
       Buffer.from(requireString(value, 'base64url.encode_no_pad'), 'utf8').toString('base64url'),
     base64urlDecode: (value) => {
       const bytes = decodeBase64url(value);
-      if (!bytes) throw new PolicyError('builtin_failed', 'base64url_decode: not base64url');
+      if (!bytes) throw new ProxyError('builtin-failed', 'base64url_decode: not base64url');
       return bytes.toString('utf8');
     },
     parseJson: (value) => {
@@ -128,7 +128,7 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
     },
     verifyWebauthn: (authenticatorData, clientDataJson, signature, jwk) => {
       const rpId = options.webauthn?.rpId;
-      if (!rpId) throw new PolicyError('builtin_failed', 'verify_webauthn: no rpId configured');
+      if (!rpId) throw new ProxyError('builtin-failed', 'verify_webauthn: no rpId configured');
       const key = importKey(jwk, 'P-256');
       // 1. Decode the three base64url fields of the assertion.
       const authData = decodeBase64url(authenticatorData);
@@ -172,7 +172,7 @@ export function didKeyFromEd25519(publicKey: Uint8Array): string {
 }
 
 function requireString(value: unknown, name: string): string {
-  if (typeof value !== 'string') throw new PolicyError('builtin_failed', `${name}: expected a string`);
+  if (typeof value !== 'string') throw new ProxyError('builtin-failed', `${name}: expected a string`);
   return value;
 }
 

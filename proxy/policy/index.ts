@@ -35,7 +35,6 @@ export {
 export { type LoadBundleOptions, loadBundle, type PolicyBundle } from './load-bundle';
 export { type PolicyAugmenterOptions, policyAugmenter } from './policy-augmenter';
 export { normaliseOutcome, type PolicyEngine, type PolicyOutcome, type RawEngineResult } from './policy-engine';
-export { POLICY_ERROR_CODES, PolicyError, type PolicyErrorCode } from './policy-error';
 export { type PolicyDecisionRecord, type PolicyFilterOptions, policyFilter } from './policy-filter';
 export { loadRegoEngine, type RegoEngine, type RegoEngineOptions, regoBuiltinTable } from './rego-engine';
 export { type RegoPolicyFilterOptions, regoPolicyFilter } from './rego-policy-filter';

@@ -1,12 +1,12 @@
 import { readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { ProxyError } from '../errors';
 import { loadCelEngine } from './cel-engine';
 import { compileFetchPlan, type FetchPlan } from './fetch-plan';
 import { type Guidance, parseGuidance } from './guidance';
 import type { HostBuiltins } from './host-builtins';
 import type { PolicyEngine } from './policy-engine';
-import { PolicyError } from './policy-error';
 import { loadRegoEngine } from './rego-engine';
 import { safeJsonParse } from './safe-json';
 
@@ -43,7 +43,7 @@ export async function loadBundle(options: LoadBundleOptions): Promise<PolicyBund
   try {
     validateInput = ajv.compile(manifest);
   } catch (error) {
-    throw new PolicyError('bundle_invalid', `${directory}/manifest.json is not a usable JSON Schema`, { cause: error });
+    throw new ProxyError('bundle-invalid', `${directory}/manifest.json is not a usable JSON Schema`, { cause: error });
   }
   const fetchPlan = compileFetchPlan(await readJsonObject(join(directory, 'fetchplan.json')), ajv);
   const guidance = parseGuidance(await readJsonObject(join(directory, 'guidance.json')));
@@ -54,16 +54,16 @@ export async function loadBundle(options: LoadBundleOptions): Promise<PolicyBund
   let engine: PolicyEngine;
   if (kind === 'rego') {
     if (!hasWasm)
-      throw new PolicyError('bundle_invalid', `${directory} has no policy.wasm (run bash scripts/policies-build.sh)`);
+      throw new ProxyError('bundle-invalid', `${directory} has no policy.wasm (run bash scripts/policies-build.sh)`);
     engine = await loadRegoEngine({ wasm: await readFile(join(directory, 'policy.wasm')), builtins: options.builtins });
   } else if (kind === 'cel') {
-    if (!hasCel) throw new PolicyError('bundle_invalid', `${directory} has no checks.cel.json`);
+    if (!hasCel) throw new ProxyError('bundle-invalid', `${directory} has no checks.cel.json`);
     engine = loadCelEngine({
       checks: await readJsonObject(join(directory, 'checks.cel.json')),
       builtins: options.builtins,
     });
   } else {
-    throw new PolicyError('bundle_invalid', `${directory} has neither policy.wasm nor checks.cel.json`);
+    throw new ProxyError('bundle-invalid', `${directory} has neither policy.wasm nor checks.cel.json`);
   }
   return { name: basename(directory), engine, manifest, validateInput, fetchPlan, guidance };
 }
@@ -73,11 +73,11 @@ async function readJsonObject(path: string): Promise<Record<string, unknown>> {
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    throw new PolicyError('bundle_invalid', `cannot read ${path}`, { cause: error });
+    throw new ProxyError('bundle-invalid', `cannot read ${path}`, { cause: error });
   }
   const parsed = safeJsonParse(text);
   if (!parsed.ok || typeof parsed.value !== 'object' || parsed.value === null || Array.isArray(parsed.value)) {
-    throw new PolicyError('bundle_invalid', `${path} is not a JSON object`);
+    throw new ProxyError('bundle-invalid', `${path} is not a JSON object`);
   }
   return parsed.value as Record<string, unknown>;
 }

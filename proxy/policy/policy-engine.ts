@@ -1,4 +1,4 @@
-import { PolicyError, type PolicyErrorCode } from './policy-error';
+import { ProxyError, type ProxyErrorCode } from '../errors';
 
 /**
  * What a policy decided. `deny` is an ordinary refusal on the evidence; `error` means the policy
@@ -8,7 +8,7 @@ import { PolicyError, type PolicyErrorCode } from './policy-error';
 export type PolicyOutcome =
   | { readonly decision: 'allow' }
   | { readonly decision: 'deny'; readonly failedChecks: readonly string[]; readonly reasons: readonly string[] }
-  | { readonly decision: 'error'; readonly code: PolicyErrorCode; readonly message: string; readonly error: unknown };
+  | { readonly decision: 'error'; readonly code: ProxyErrorCode; readonly message: string; readonly error: unknown };
 
 /** One loaded policy, evaluated many times. Both engines implement it and share one contract suite. */
 export interface PolicyEngine {
@@ -31,9 +31,9 @@ export type RawEngineResult =
 export function normaliseOutcome(raw: RawEngineResult): PolicyOutcome {
   if (raw.kind === 'fault') {
     const error = raw.error;
-    if (error instanceof PolicyError) return { decision: 'error', code: error.code, message: error.message, error };
+    if (ProxyError.isInstance(error)) return { decision: 'error', code: error.code, message: error.message, error };
     const message = error instanceof Error ? error.message : typeof error === 'string' ? error : 'unknown engine fault';
-    return { decision: 'error', code: 'evaluation_failed', message, error };
+    return { decision: 'error', code: 'evaluation-failed', message, error };
   }
   if (raw.allow === true) return { decision: 'allow' };
   return { decision: 'deny', failedChecks: stringList(raw.failedChecks), reasons: stringList(raw.denyReason) };

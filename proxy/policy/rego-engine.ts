@@ -1,7 +1,7 @@
 import { loadPolicy } from '@open-policy-agent/opa-wasm';
+import { ProxyError } from '../errors';
 import type { HostBuiltins } from './host-builtins';
 import { normaliseOutcome, type PolicyEngine, type PolicyOutcome, type RawEngineResult } from './policy-engine';
-import { PolicyError } from './policy-error';
 import { safeJsonParse } from './safe-json';
 
 /** Options for {@link loadRegoEngine}. */
@@ -70,13 +70,13 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
   try {
     policy = await loadPolicy(options.wasm, undefined, table);
   } catch (error) {
-    throw new PolicyError('engine_load_failed', 'cannot load policy WASM', { cause: error });
+    throw new ProxyError('engine-load-failed', 'cannot load policy WASM', { cause: error });
   }
   const internals = policy as unknown as PolicyInternals;
   const imported = importedBuiltins(internals);
   const missing = imported.filter((name) => !(name in table) && !SDK_BUILTINS.has(name));
   if (missing.length > 0) {
-    throw new PolicyError('missing_builtin', `policy needs builtins the host does not provide: ${missing.join(', ')}`);
+    throw new ProxyError('missing-builtin', `policy needs builtins the host does not provide: ${missing.join(', ')}`);
   }
   const prefix = options.packageName?.replaceAll('.', '/') ?? packageFromEntrypoints(internals.entrypoints);
   const packageName = prefix.replaceAll('/', '.');
@@ -87,7 +87,7 @@ export async function loadRegoEngine(options: RegoEngineOptions): Promise<RegoEn
     options.requireExplanations === false ? [allowEntrypoint] : [allowEntrypoint, failedChecksName, denyReasonName];
   for (const entrypoint of required) {
     if (!(entrypoint in internals.entrypoints)) {
-      throw new PolicyError('engine_load_failed', `policy WASM has no entrypoint ${entrypoint}`);
+      throw new ProxyError('engine-load-failed', `policy WASM has no entrypoint ${entrypoint}`);
     }
   }
   const failedChecksEntrypoint = failedChecksName in internals.entrypoints ? failedChecksName : undefined;
@@ -153,7 +153,7 @@ function packageFromEntrypoints(entrypoints: Record<string, number>): string {
   const candidates = Object.keys(entrypoints).filter((name) => name.endsWith('/allow'));
   const only = candidates[0];
   if (candidates.length !== 1 || only === undefined) {
-    throw new PolicyError('engine_load_failed', 'policy WASM must have exactly one <pkg>/allow entrypoint');
+    throw new ProxyError('engine-load-failed', 'policy WASM must have exactly one <pkg>/allow entrypoint');
   }
   return only.slice(0, -'/allow'.length);
 }
@@ -164,7 +164,7 @@ function importedBuiltins(internals: PolicyInternals): readonly string[] {
   const builtinsFn = exports.builtins;
   const dump = exports.opa_json_dump;
   if (typeof builtinsFn !== 'function' || typeof dump !== 'function') {
-    throw new PolicyError('engine_load_failed', 'not an OPA policy module');
+    throw new ProxyError('engine-load-failed', 'not an OPA policy module');
   }
   const address = dump(builtinsFn()) as number;
   const bytes = new Uint8Array(internals.mem.buffer);
@@ -173,7 +173,7 @@ function importedBuiltins(internals: PolicyInternals): readonly string[] {
   const text = new TextDecoder().decode(bytes.subarray(address, end));
   const names = safeJsonParse(text);
   if (!names.ok || typeof names.value !== 'object' || names.value === null) {
-    throw new PolicyError('engine_load_failed', 'policy WASM lists its builtins unreadably');
+    throw new ProxyError('engine-load-failed', 'policy WASM lists its builtins unreadably');
   }
   return Object.keys(names.value);
 }

@@ -44,7 +44,7 @@ describe('rego_policy filter with examples/deny_dangerous', () => {
     await expect(
       regoPolicyFilter({ regoPath: '/nonexistent/policy.rego', opaCommand: 'opa-not-installed-anywhere' }),
     ).rejects.toMatchObject({
-      code: 'compile_failed',
+      code: 'compile-failed',
     });
   });
 });

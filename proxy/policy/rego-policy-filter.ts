@@ -3,9 +3,9 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { ProxyError } from '../errors';
 import type { CallFilter, CallRequest, CallVerdict } from '../gateway/types';
 import { createHostBuiltins } from './host-builtins';
-import { PolicyError } from './policy-error';
 import { loadRegoEngine } from './rego-engine';
 
 const run = promisify(execFile);
@@ -52,17 +52,17 @@ async function readWasm(path: string): Promise<Uint8Array> {
   try {
     return await readFile(path);
   } catch (error) {
-    throw new PolicyError('compile_failed', `rego_policy: cannot read ${path}`, { cause: error });
+    throw new ProxyError('compile-failed', `rego_policy: cannot read ${path}`, { cause: error });
   }
 }
 
 /** Compiles with opa; when opa is not installed, falls back to the sibling precompiled `.wasm`. */
 async function compileOrSibling(regoPath: string, options: RegoPolicyFilterOptions): Promise<Uint8Array> {
   const source = await readFile(regoPath, 'utf8').catch((error: unknown) => {
-    throw new PolicyError('compile_failed', `rego_policy: cannot read ${regoPath}`, { cause: error });
+    throw new ProxyError('compile-failed', `rego_policy: cannot read ${regoPath}`, { cause: error });
   });
   const packagePath = /^package\s+([A-Za-z0-9_.]+)/m.exec(source)?.[1]?.replaceAll('.', '/');
-  if (!packagePath) throw new PolicyError('compile_failed', `rego_policy: ${regoPath} has no package line`);
+  if (!packagePath) throw new ProxyError('compile-failed', `rego_policy: ${regoPath} has no package line`);
   const entrypoints = ['allow', ...(/^deny_reason\b/m.test(source) ? ['deny_reason'] : [])];
   const work = await mkdtemp(join(tmpdir(), 'rego-policy-'));
   try {
@@ -81,8 +81,8 @@ async function compileOrSibling(regoPath: string, options: RegoPolicyFilterOptio
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
         // opa exists but refused the policy: never fall back to a stale precompiled file.
-        throw new PolicyError(
-          'compile_failed',
+        throw new ProxyError(
+          'compile-failed',
           `rego_policy: opa could not compile ${regoPath}: ${(error as { stderr?: string }).stderr ?? ''}`.trim(),
           {
             cause: error,
@@ -91,12 +91,12 @@ async function compileOrSibling(regoPath: string, options: RegoPolicyFilterOptio
       }
       const sibling = regoPath.replace(/\.rego$/, '.wasm');
       if (!(await isFile(sibling))) {
-        throw new PolicyError(
-          'compile_failed',
+        throw new ProxyError(
+          'compile-failed',
           `rego_policy: ${regoPath} needs the opa binary to compile (not found on PATH) or a precompiled ${sibling}; run bash scripts/policies-build.sh`,
         );
       }
-      options.onError?.(new PolicyError('compile_failed', `rego_policy: opa not found; using precompiled ${sibling}`));
+      options.onError?.(new ProxyError('compile-failed', `rego_policy: opa not found; using precompiled ${sibling}`));
       return await readFile(sibling);
     }
     // -P keeps the member name `/policy.wasm` as OPA writes it; -O streams it instead of writing any path.

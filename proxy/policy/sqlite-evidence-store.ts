@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
+import { ProxyError } from '../errors';
 import type { EvidenceId, EvidenceStore, ReserveResult } from './evidence-store';
-import { PolicyError } from './policy-error';
 
 /** Options for {@link openSqliteEvidenceStore}. */
 export interface SqliteEvidenceStoreOptions {
@@ -35,7 +35,7 @@ export function openSqliteEvidenceStore(options: SqliteEvidenceStoreOptions): Ev
       lease_until INTEGER
     ) STRICT`);
   } catch (error) {
-    throw new PolicyError('store_failed', `cannot open evidence store ${options.path}`, { cause: error });
+    throw new ProxyError('store-failed', `cannot open evidence store ${options.path}`, { cause: error });
   }
   const purge = database.prepare(
     `DELETE FROM spent_evidence WHERE expires_at <= @now OR (state = 'reserved' AND lease_until <= @now)`,
@@ -79,12 +79,12 @@ export function openSqliteEvidenceStore(options: SqliteEvidenceStoreOptions): Ev
         return reserveTransaction.immediate(ids, now);
       } catch (error) {
         if (error instanceof SpentConflict) return { ok: false, reason: 'spent', id: error.id };
-        throw new PolicyError('store_failed', 'evidence store reserve failed', { cause: error });
+        throw new ProxyError('store-failed', 'evidence store reserve failed', { cause: error });
       }
     },
     async commit(reservation) {
       if (commit.run(reservation).changes === 0) {
-        throw new PolicyError('store_failed', 'reservation expired before commit');
+        throw new ProxyError('store-failed', 'reservation expired before commit');
       }
     },
     async release(reservation) {

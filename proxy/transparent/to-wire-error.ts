@@ -8,7 +8,7 @@ import { ProxyError } from '../errors';
  */
 export function toWireError(error: unknown, log: (line: string) => void): McpError {
   if (error instanceof McpError) return error;
-  if (error instanceof ProxyError) return new McpError(ErrorCode.InternalError, error.message);
+  if (ProxyError.isInstance(error)) return new McpError(ErrorCode.InternalError, error.message);
   log(`upstream request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   return new McpError(ErrorCode.InternalError, 'The upstream MCP server request failed; see the proxy log.');
 }

@@ -1,13 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type SpendLimitCase, spendLimitCases } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
-import {
-  createHostBuiltins,
-  loadCelEngine,
-  loadRegoEngine,
-  type PolicyEngine,
-  PolicyError,
-} from '../../proxy/policy/index';
+import { ProxyError } from '../../proxy/index';
+import { createHostBuiltins, loadCelEngine, loadRegoEngine, type PolicyEngine } from '../../proxy/policy/index';
 
 const bundleFile = (name: string) => new URL(`../../policies/spend-limit/${name}`, import.meta.url);
 const builtins = createHostBuiltins();
@@ -62,7 +57,7 @@ describe.each(Object.entries(engines))('policy engine contract: %s', (_kind, loa
 
   it('reports a malformed configured key as an error, not a denial', async () => {
     const outcome = await (await load()).evaluate(byName('malformed configured key').input);
-    expect(outcome).toMatchObject({ decision: 'error', code: 'builtin_failed' });
+    expect(outcome).toMatchObject({ decision: 'error', code: 'builtin-failed' });
   });
 });
 
@@ -113,7 +108,7 @@ describe('rego decision document', () => {
 describe('engine faults', () => {
   it('refuses at load a WASM module importing a builtin the host does not register', async () => {
     const wasm = readFileSync(new URL('./fixtures/unknown-builtin.wasm', import.meta.url));
-    await expect(loadRegoEngine({ wasm, builtins })).rejects.toMatchObject({ code: 'missing_builtin' });
+    await expect(loadRegoEngine({ wasm, builtins })).rejects.toMatchObject({ code: 'missing-builtin' });
   });
 
   it('reports a non-boolean CEL check as an error', async () => {
@@ -126,7 +121,7 @@ describe('engine faults', () => {
       },
       builtins,
     });
-    expect(await engine.evaluate({ amount: 5 })).toMatchObject({ decision: 'error', code: 'non_boolean_result' });
+    expect(await engine.evaluate({ amount: 5 })).toMatchObject({ decision: 'error', code: 'non-boolean-result' });
   });
 
   it('reports a CEL check reading a missing field as an error', async () => {
@@ -148,13 +143,13 @@ describe('engine faults', () => {
         checks: { engine: 'cel-v1', package: 't', tiers: [{ tier: 'x', checks: ['nope'] }], checks: { a: 'true' } },
         builtins,
       }),
-    ).toThrow(PolicyError);
+    ).toThrow(ProxyError);
     expect(() =>
       loadCelEngine({
         checks: { engine: 'cel-v1', package: 't', tiers: [{ tier: 'x', checks: ['a'] }], checks: { a: 'true &&' } },
         builtins,
       }),
-    ).toThrow(PolicyError);
+    ).toThrow(ProxyError);
   });
 
   it('keeps WASM memory flat across 10 000 evaluations', async () => {

@@ -161,7 +161,7 @@ describe.each(['rego', 'cel'] as const)('policy filter over the spend-limit bund
     expect(verdict).toMatchObject({ decision: 'deny', reason: expect.stringContaining('could not be evaluated') });
     expect(records.at(-1)).toMatchObject({
       decision: 'error',
-      error: expect.objectContaining({ code: 'builtin_failed' }),
+      error: expect.objectContaining({ code: 'builtin-failed' }),
     });
   });
 });

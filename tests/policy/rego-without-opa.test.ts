@@ -2,8 +2,7 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CallRequest } from '../../proxy/index';
-import { PolicyError, regoPolicyFilter } from '../../proxy/policy/index';
+import { type CallRequest, ProxyError, regoPolicyFilter } from '../../proxy/index';
 
 /**
  * A `.rego` path with no opa to compile it (SPEC §3.7): the filter uses the sibling precompiled
@@ -40,9 +39,9 @@ describe('rego_policy from a .rego without opa', () => {
       () => undefined,
       (error: unknown) => error,
     );
-    expect(failure).toBeInstanceOf(PolicyError);
-    expect(failure).toMatchObject({ code: 'compile_failed' });
-    const message = (failure as PolicyError).message;
+    expect(failure).toBeInstanceOf(ProxyError);
+    expect(failure).toMatchObject({ code: 'compile-failed' });
+    const message = (failure as ProxyError).message;
     // The readable source was found: this is the "no compiler, no artifact" refusal, not a read failure.
     expect(message).not.toMatch(/cannot read/);
     expect(message).toContain('needs the opa binary to compile (not found on PATH)');
@@ -58,7 +57,7 @@ describe('rego_policy from a .rego without opa', () => {
       onError: (error) => reported.push(error),
     });
     expect(reported).toHaveLength(1);
-    expect(reported[0]).toMatchObject({ code: 'compile_failed', message: expect.stringMatching(/opa not found/) });
+    expect(reported[0]).toMatchObject({ code: 'compile-failed', message: expect.stringMatching(/opa not found/) });
 
     expect(await filter(call('files__read_file', { path: 'a.txt' }), context)).toEqual({ decision: 'allow' });
     expect(await filter(call('db__drop_table', {}), context)).toEqual({

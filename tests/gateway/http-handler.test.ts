@@ -1,0 +1,201 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createHttpHandler, type Gateway, type HttpHandler, type HttpHandlerOptions, serveHttp } from '../../proxy/index';
+import { createFixtureServer } from '../fixtures/fixture-server';
+import { callTool, searchNames, textOf } from '../proxy/helpers';
+import { cleanupStack, startedGateway } from './support';
+
+// The web-standard Streamable HTTP handler, called directly with `Request` objects (as a Next.js
+// route would be), then once through the Node adapter with a real SDK client.
+const cleanups = cleanupStack();
+afterEach(async () => {
+  await cleanups.run();
+  vi.useRealTimers();
+});
+
+const endpoint = 'http://localhost:3333/mcp';
+const idleTimeoutMs = 60_000;
+const maxBodyBytes = 4_096;
+const initialize = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'probe', version: '1' } },
+};
+const listTools = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+
+/** A POST to the endpoint with the headers a well-behaved client sends, plus `headers`. */
+function post(body: unknown, headers: Record<string, string> = {}, url = endpoint): Request {
+  return new Request(url, {
+    method: 'POST',
+    headers: {
+      host: 'localhost:3333',
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+async function handlerFor(options: Partial<HttpHandlerOptions> = {}): Promise<HttpHandler> {
+  const gateway: Gateway = await startedGateway(cleanups, {});
+  const handler = createHttpHandler(gateway, {
+    allowedHosts: ['localhost:3333'],
+    allowedOrigins: ['http://localhost:3333'],
+    maxSessions: 2,
+    idleTimeoutMs,
+    maxBodyBytes,
+    ...options,
+  });
+  cleanups.push(() => handler.close());
+  return handler;
+}
+
+/** Initializes a session and returns its id (the body is drained so the stream closes). */
+async function openSession(handler: HttpHandler): Promise<string> {
+  const response = await handler.handle(post(initialize));
+  expect(response.status).toBe(200);
+  const id = response.headers.get('mcp-session-id');
+  expect(id).toMatch(/^[0-9a-f-]{36}$/);
+  expect(await response.text()).toContain('"protocolVersion"');
+  return id as string;
+}
+
+/** `tools/list` on a session: the status, and the body drained. */
+async function listOn(handler: HttpHandler, session: string): Promise<{ status: number; body: string }> {
+  const response = await handler.handle(post(listTools, { 'mcp-session-id': session }));
+  return { status: response.status, body: await response.text() };
+}
+
+describe('createHttpHandler', () => {
+  it('initializes a session and serves it by Mcp-Session-Id', async () => {
+    const handler = await handlerFor();
+    const session = await openSession(handler);
+    expect(handler.sessions).toBe(1);
+    const listed = await listOn(handler, session);
+    expect(listed.status).toBe(200);
+    expect(listed.body).toContain('"search_tools"');
+  });
+
+  it('refuses a foreign Host and a foreign Origin (DNS rebinding) before opening anything', async () => {
+    const handler = await handlerFor();
+    expect((await handler.handle(post(initialize, { host: 'attacker.example:3333' }))).status).toBe(403);
+    expect((await handler.handle(post(initialize, { origin: 'http://attacker.example' }))).status).toBe(403);
+    expect(handler.sessions).toBe(0);
+    // The allowed origin is not refused.
+    const allowed = await handler.handle(post(initialize, { origin: 'http://localhost:3333' }));
+    expect(allowed.status).toBe(200);
+    await allowed.text();
+  });
+
+  it('refuses a body over maxBodyBytes with 413', async () => {
+    const handler = await handlerFor();
+    const padded = { ...initialize, params: { ...initialize.params, padding: 'x'.repeat(2 * maxBodyBytes) } };
+    expect((await handler.handle(post(padded))).status).toBe(413);
+    expect(handler.sessions).toBe(0);
+    // The limit also holds inside a session.
+    const session = await openSession(handler);
+    const oversized = { ...listTools, params: { padding: 'x'.repeat(2 * maxBodyBytes) } };
+    expect((await handler.handle(post(oversized, { 'mcp-session-id': session }))).status).toBe(413);
+  });
+
+  it('stops reading a streamed body at the limit instead of buffering all of it', async () => {
+    const handler = await handlerFor();
+    const chunks = 64;
+    let pulled = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled += 1;
+        if (pulled > chunks) controller.close();
+        else controller.enqueue(new Uint8Array(1_024).fill(0x20));
+      },
+    });
+    const request = new Request(endpoint, {
+      method: 'POST',
+      headers: { host: 'localhost:3333', 'content-type': 'application/json', accept: 'application/json' },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    expect((await handler.handle(request)).status).toBe(413);
+    expect(pulled).toBeLessThan(chunks);
+  });
+
+  it('answers 400 to a non-initialize request without a session, 404 to an unknown session or path', async () => {
+    const handler = await handlerFor();
+    expect((await handler.handle(post(listTools))).status).toBe(400);
+    expect((await handler.handle(post('{not json'))).status).toBe(400);
+    const unknown = await handler.handle(post(listTools, { 'mcp-session-id': crypto.randomUUID() }));
+    expect(unknown.status).toBe(404);
+    expect((await handler.handle(post(initialize, {}, 'http://localhost:3333/other'))).status).toBe(404);
+    expect(handler.sessions).toBe(0);
+  });
+
+  it('refuses a session beyond maxSessions with 503 while the others are live', async () => {
+    const handler = await handlerFor();
+    const first = await openSession(handler);
+    const second = await openSession(handler);
+    const third = await handler.handle(post(initialize));
+    expect(third.status).toBe(503);
+    expect(third.headers.get('mcp-session-id')).toBeNull();
+    expect(handler.sessions).toBe(2);
+    expect((await listOn(handler, first)).status).toBe(200);
+    expect((await listOn(handler, second)).status).toBe(200);
+  });
+
+  it('the sweeper closes sessions idle for idleTimeoutMs; a used session stays; the slot is free again', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+    const handler = await handlerFor();
+    const used = await openSession(handler);
+    const idle = await openSession(handler);
+    vi.advanceTimersByTime(idleTimeoutMs / 2);
+    expect((await listOn(handler, used)).status).toBe(200);
+    // The sweep at idleTimeoutMs: `idle` has been idle that long, `used` only half as long.
+    vi.advanceTimersByTime(idleTimeoutMs / 2);
+    expect(handler.sessions).toBe(1);
+    expect((await listOn(handler, idle)).status).toBe(404);
+    expect((await listOn(handler, used)).status).toBe(200);
+    await openSession(handler);
+    expect((await handler.handle(post(initialize))).status).toBe(503);
+  });
+
+  it('a new session sweeps expired ones first, even before the sweeper has run', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const handler = await handlerFor();
+    const first = await openSession(handler);
+    const second = await openSession(handler);
+    expect((await handler.handle(post(initialize))).status).toBe(503);
+    vi.setSystemTime(Date.now() + idleTimeoutMs);
+    await openSession(handler);
+    expect(handler.sessions).toBe(1);
+    expect((await listOn(handler, first)).status).toBe(404);
+    expect((await listOn(handler, second)).status).toBe(404);
+  });
+});
+
+describe('serveHttp', () => {
+  it('serves search and call end to end to a real SDK client over Streamable HTTP on 127.0.0.1', async () => {
+    const calls: unknown[] = [];
+    const gateway = await startedGateway(cleanups, {
+      servers: { fixture: { kind: 'in-process', server: createFixtureServer({ onCall: (_tool, args) => calls.push(args) }) } },
+    });
+    const served = await serveHttp(gateway);
+    cleanups.push(() => served.close());
+    expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const transport = new StreamableHTTPClientTransport(new URL(served.url));
+    const client = new Client({ name: 'http-client', version: '1.0.0' });
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
+      'search_tools',
+      'call_tool',
+      'load_mcp_server',
+    ]);
+    expect(await searchNames(client, 'echoes back the message')).toContain('fixture__echo');
+    expect(textOf(await callTool(client, 'fixture__echo', { message: 'over http' }))).toBe('echo: over http');
+    expect(calls).toEqual([{ message: 'over http' }]);
+  });
+});

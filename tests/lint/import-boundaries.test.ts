@@ -1,0 +1,56 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+// The folder boundaries of SPEC §2 are lint rules (biome.json `overrides`), so they hold from a
+// folder's first file. Each probe is linted with the project's own configuration in a scratch tree.
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const biome = join(root, 'node_modules', '.bin', 'biome');
+
+const probes: Record<string, { source: string; refused: boolean }> = {
+  'shop-agent/uses-proxy.ts': { source: "import { createGateway } from '../proxy/index';", refused: true },
+  'shop-agent/own-code.ts': { source: "import { menu } from './menu';", refused: false },
+  'identity/deep-proxy.ts': { source: "import { ToolIndex } from '../proxy/search/tool-index';", refused: true },
+  'identity/proxy-entry.ts': { source: "import { createGateway } from '../proxy/index';", refused: false },
+  'identity/uses-lib.ts': { source: "import { runtime } from '../lib/index';", refused: true },
+  'lib/deep-proxy.ts': { source: "import { Downstream } from '@/proxy/downstream/downstream';", refused: true },
+  'lib/proxy-entry.ts': { source: "import { createGateway } from '@/proxy/index';", refused: false },
+  'lib/deep-identity.ts': { source: "import { keys } from '../identity/key-store';", refused: true },
+  'lib/identity-entry.ts': { source: "import { keys } from '../identity/index';", refused: false },
+  'app/uses-proxy.ts': { source: "import { createGateway } from '@/proxy/index';", refused: true },
+  'app/deep-lib.ts': { source: "import { runtime } from '@/lib/runtime';", refused: true },
+  'app/lib-entry.ts': { source: "import { runtime } from '@/lib/index';", refused: false },
+};
+
+let output = '';
+
+beforeAll(async () => {
+  const scratch = await mkdtemp(join(tmpdir(), 'emcp-lint-'));
+  const config = JSON.parse(await readFile(join(root, 'biome.json'), 'utf8')) as Record<string, unknown>;
+  // The scratch tree is no git checkout: lint every file in it.
+  const { vcs: _vcs, files: _files, $schema: _schema, ...rest } = config;
+  await writeFile(join(scratch, 'biome.json'), JSON.stringify(rest));
+  for (const [path, probe] of Object.entries(probes)) {
+    await mkdir(join(scratch, dirname(path)), { recursive: true });
+    await writeFile(
+      join(scratch, path),
+      `${probe.source}\nexport const probe = [${probe.source.match(/\{ (\w+) \}/)?.[1]}];\n`,
+    );
+  }
+  output = await new Promise((resolve) => {
+    execFile(biome, ['lint', '--max-diagnostics=200', '.'], { cwd: scratch }, (_error, stdout, stderr) =>
+      resolve(`${stdout}${stderr}`),
+    );
+  });
+}, 60_000);
+
+describe('import boundaries (SPEC §2)', () => {
+  it.each(Object.entries(probes))('%s', (path, probe) => {
+    const refused = output.split('\n').some((line) => line.startsWith(path) && line.includes('noRestrictedImports'));
+    expect(refused).toBe(probe.refused);
+  });
+});
