@@ -2,7 +2,13 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createHttpHandler, type Gateway, type HttpHandler, type HttpHandlerOptions, serveHttp } from '../../proxy/index';
+import {
+  createHttpHandler,
+  type Gateway,
+  type HttpHandler,
+  type HttpHandlerOptions,
+  serveHttp,
+} from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { callTool, searchNames, textOf } from '../proxy/helpers';
 import { cleanupStack, startedGateway } from './support';
@@ -179,7 +185,9 @@ describe('serveHttp', () => {
   it('serves search and call end to end to a real SDK client over Streamable HTTP on 127.0.0.1', async () => {
     const calls: unknown[] = [];
     const gateway = await startedGateway(cleanups, {
-      servers: { fixture: { kind: 'in-process', server: createFixtureServer({ onCall: (_tool, args) => calls.push(args) }) } },
+      servers: {
+        fixture: { kind: 'in-process', server: createFixtureServer({ onCall: (_tool, args) => calls.push(args) }) },
+      },
     });
     const served = await serveHttp(gateway);
     cleanups.push(() => served.close());

@@ -1,6 +1,10 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ElicitRequestSchema, type ElicitRequestFormParams, type ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type ElicitRequestFormParams,
+  ElicitRequestSchema,
+  type ElicitResult,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -64,7 +68,10 @@ async function connect(
   return { client, forms };
 }
 
-async function search(client: Client, query: string): Promise<{ name: string; input_schema: { required?: string[] } }[]> {
+async function search(
+  client: Client,
+  query: string,
+): Promise<{ name: string; input_schema: { required?: string[] } }[]> {
   const found = await client.callTool({ name: 'search_tools', arguments: { query } });
   return (JSON.parse(textOf(found)) as { results: { name: string; input_schema: { required?: string[] } }[] }).results;
 }

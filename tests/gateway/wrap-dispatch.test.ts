@@ -52,7 +52,10 @@ async function setup(
   const calls: FixtureCall[] = [];
   const gateway: Gateway = await startedGateway(cleanups, {
     servers: {
-      fixture: { kind: 'in-process', server: createFixtureServer({ onCall: (tool, args) => calls.push({ tool, args }) }) },
+      fixture: {
+        kind: 'in-process',
+        server: createFixtureServer({ onCall: (tool, args) => calls.push({ tool, args }) }),
+      },
     },
     extraCallFilters: typeof filters === 'function' ? filters(calls) : filters,
     ...options,
@@ -76,7 +79,11 @@ describe('call filters that wrap dispatch', () => {
     await searchNames(client, 'echoes back the message');
     expect(textOf(await callTool(client, 'fixture__echo', { message: 'hi' }))).toBe('echo: hi');
     expect(seen).toEqual([
-      { before: 0, after: 1, outcome: { status: 'completed', result: { content: [{ type: 'text', text: 'echo: hi' }] } } },
+      {
+        before: 0,
+        after: 1,
+        outcome: { status: 'completed', result: { content: [{ type: 'text', text: 'echo: hi' }] } },
+      },
     ]);
   });
 
@@ -162,10 +169,7 @@ describe('call filters that wrap dispatch', () => {
 
   it('a downstream timeout reaches the wrap as unknown', async () => {
     const seen: DispatchOutcome[] = [];
-    const { client, calls } = await setup(
-      [recordingWrap(seen)],
-      { callTimeoutMs: 200 },
-    );
+    const { client, calls } = await setup([recordingWrap(seen)], { callTimeoutMs: 200 });
     await searchNames(client, 'waits forever and never answers');
     const result = await callTool(client, 'fixture__hang');
     expect(calls).toEqual([{ tool: 'hang', args: {} }]);
