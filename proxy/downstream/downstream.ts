@@ -18,7 +18,7 @@ import {
   secretsOf,
 } from '../credentials/credentialed-fetch';
 import { ProxyError } from '../errors';
-import type { Admission, DownstreamSpec } from '../gateway/types';
+import type { Admission, DownstreamSpec, ServerFacts } from '../gateway/types';
 
 /**
  * How many secrets a downstream remembers for redaction: two per credential (the header value
@@ -85,6 +85,8 @@ export class Downstream {
   readonly name: string;
   readonly spec: DownstreamSpec;
   readonly admission: Admission;
+  /** What the gateway vouches for about this server, stamped on every call to it. */
+  readonly facts: ServerFacts;
   readonly #options: DownstreamOptions;
   #client: Client | undefined;
   #connecting: Promise<Client> | undefined;
@@ -101,6 +103,11 @@ export class Downstream {
     this.name = options.name;
     this.spec = options.spec;
     this.admission = options.admission;
+    this.facts = {
+      name: options.name,
+      admission: options.admission,
+      ...(options.spec.kind === 'http' && { url: options.spec.url }),
+    };
     this.#options = options;
   }
 

@@ -277,10 +277,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     index.replace(server, tools);
   }
 
-  function factsOf(downstream: Downstream): ServerFacts {
-    return { name: downstream.name, admission: downstream.admission, ...(downstream.url && { url: downstream.url }) };
-  }
-
   function register(name: string, spec: DownstreamSpec, admission: ServerFacts['admission']): Downstream {
     const problem = nameProblem(name);
     if (problem) throw new ProxyError('invalid-name', `Invalid server name: ${problem}.`);
@@ -359,7 +355,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       const indexed = index.get(input.tool);
       const downstream = indexed?.server === undefined ? undefined : downstreams.get(indexed.server);
       if (indexed && (indexed.server === undefined || downstream)) {
-        server = downstream && factsOf(downstream);
+        server = downstream?.facts;
         toolName = indexed.toolName;
         inputSchema = indexed.inputSchema;
         hasOutputSchema = withOutputSchema.has(indexed.name);
@@ -429,12 +425,8 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       let visible: SearchResult['hits'] = [];
       for (let window = Math.max(searchWindow, query.topK * 4); ; window *= 4) {
         const ranked = (await index.search(query.query, window)).map((hit) => {
-          const downstream = hit.server === undefined ? undefined : downstreams.get(hit.server);
-          return {
-            ...hit,
-            toolName: index.get(hit.name)?.toolName ?? hit.name,
-            server: downstream && factsOf(downstream),
-          };
+          const server = hit.server === undefined ? undefined : downstreams.get(hit.server)?.facts;
+          return { ...hit, server };
         });
         visible = await runSearchPipeline(searchFilters, ranked, { query, context, reporter });
         if (visible.length >= query.topK || ranked.length < window) break;

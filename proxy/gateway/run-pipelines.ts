@@ -17,12 +17,6 @@ import type {
   SearchQuery,
 } from './types';
 
-/** @deprecated The context every filter receives; see {@link CallContext}. */
-export type FilterContext = CallContext;
-
-/** @deprecated The index's own hit type; the gateway stamps it into a {@link SearchHit}. */
-export type { RankedTool as IndexHit };
-
 /** Where a pipeline run reports: the event hook and the log for filter faults. */
 export interface PipelineReporter {
   readonly emit: EventHook;
@@ -245,6 +239,3 @@ export async function runSearchPipeline(
   }
   return current;
 }
-
-/** A ranked tool as the index returns it, before the gateway stamps its server's facts. */
-export type RankedTool = Omit<SearchHit, 'server' | 'toolName'> & { readonly server: string | undefined };

@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { LRUCache } from 'lru-cache';
-import type { IndexHit as SearchHit } from '../gateway/run-pipelines';
+import type { SearchHit, SearchMode } from '../gateway/types';
 import type { Embedder } from './embedder';
 import { LexicalIndex } from './lexical-index';
 import { VectorStore } from './vector-store';
@@ -17,8 +17,8 @@ export interface IndexedTool {
   readonly inputSchema: Tool['inputSchema'];
 }
 
-/** How search currently ranks: lexical while the model loads or when it is unavailable. */
-export type IndexMode = 'loading' | 'hybrid' | 'lexical';
+/** A ranked tool as the index returns it; the gateway stamps its server's admission facts. */
+export type RankedTool = Omit<SearchHit, 'server'> & { readonly server: string | undefined };
 
 /** Weight of the cosine similarity in the fused score; BM25 (normalised to the best hit) gets the rest. */
 const semanticWeight = 0.8;
@@ -102,7 +102,7 @@ export class ToolIndex {
   /** Bumped on every change, so a search can tell the index moved while it awaited the model. */
   #version = 0;
   #embedder: Embedder | undefined;
-  #mode: IndexMode;
+  #mode: SearchMode;
   /** Background embedding work, in order. Never rejects: every link ends in {@link #fail}. */
   #pending: Promise<void> = Promise.resolve();
   /** Set once the model has failed, so a burst of faults logs one line. */
@@ -130,7 +130,7 @@ export class ToolIndex {
   }
 
   /** How search ranks right now. */
-  get mode(): IndexMode {
+  get mode(): SearchMode {
     return this.#mode;
   }
 
@@ -140,7 +140,7 @@ export class ToolIndex {
   }
 
   /** Resolves once the model has loaded (or failed to) and every indexed tool is embedded. */
-  settled(): Promise<IndexMode> {
+  settled(): Promise<SearchMode> {
     return this.#pending.then(() => this.#mode);
   }
 
@@ -263,7 +263,7 @@ export class ToolIndex {
    * score is a convex combination of the cosine and the BM25 score normalised to the best lexical
    * hit. Scores live in typed arrays indexed by row; only the best `limit` become hit objects.
    */
-  async search(query: string, limit = Number.POSITIVE_INFINITY): Promise<SearchHit[]> {
+  async search(query: string, limit = Number.POSITIVE_INFINITY): Promise<RankedTool[]> {
     const embedder = this.#mode === 'hybrid' ? this.#embedder : undefined;
     // The query is embedded on the model's thread while BM25 runs here.
     const pendingVector = embedder ? this.#queryVector(embedder, query) : undefined;
@@ -312,13 +312,14 @@ export class ToolIndex {
       const sorted = Float64Array.from(candidates, (row) => scores[row] ?? 0).sort();
       cutoff = sorted[sorted.length - limit] ?? cutoff;
     }
-    const hits: SearchHit[] = [];
+    const hits: RankedTool[] = [];
     for (const row of candidates) {
       const tool = (scores[row] ?? 0) >= cutoff ? this.#rows[row] : undefined;
       if (!tool) continue;
-      const { name, server, description, inputSchema } = tool;
+      const { name, server, toolName, description, inputSchema } = tool;
       hits.push({
         name,
+        toolName,
         server,
         description,
         inputSchema,
