@@ -189,13 +189,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   const logger = options.logger ?? stderrLogger;
   const log = (line: string) => logger.info(line);
   const callTimeoutMs = options.callTimeoutMs ?? 60_000;
-  const embedder = embedderFrom(options.embeddings, log);
-  // A model the gateway loaded itself is released with it; a shared one belongs to the caller.
-  const ownsEmbedder = embedder !== undefined && !(options.embeddings && 'embedder' in options.embeddings);
-  const index = new ToolIndex(embedder, { log });
-  void index.settled().then((mode) => {
-    if (mode === 'hybrid') log('embedding model ready: search is hybrid (BM25 + MiniLM)');
-  });
   const store = options.discoveryStore ?? memoryDiscoveryStore();
   const downstreams = new Map<string, Downstream>();
   /** Names being admitted right now: admission is serialised per name (SPEC §3.4). */
@@ -223,16 +216,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     if (localTools.has(tool.name)) throw new ProxyError('invalid-name', `Duplicate local tool "${tool.name}".`);
     localTools.set(tool.name, tool);
   }
-  index.replace(
-    undefined,
-    [...localTools.values()].map((tool) => ({
-      name: tool.name,
-      server: undefined,
-      toolName: tool.name,
-      description: tool.description,
-      inputSchema: tool.inputSchema,
-    })),
-  );
 
   // The four pipelines, in the order of SPEC §3.6. This is the only place that knows it.
   const governance = options.governance;
@@ -267,6 +250,26 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     ...(options.loadControl ? [loadControl(options.loadControl)] : []),
     ...(options.extraLoadFilters ?? []),
   ];
+
+  // The model loads only once the options are known to be good: a bad pattern throws above,
+  // before any worker thread exists.
+  const embedder = embedderFrom(options.embeddings, log);
+  // A model the gateway loaded itself is released with it; a shared one belongs to the caller.
+  const ownsEmbedder = embedder !== undefined && !(options.embeddings && 'embedder' in options.embeddings);
+  const index = new ToolIndex(embedder, { log });
+  void index.settled().then((mode) => {
+    if (mode === 'hybrid') log('embedding model ready: search is hybrid (BM25 + MiniLM)');
+  });
+  index.replace(
+    undefined,
+    [...localTools.values()].map((tool) => ({
+      name: tool.name,
+      server: undefined,
+      toolName: tool.name,
+      description: tool.description,
+      inputSchema: tool.inputSchema,
+    })),
+  );
 
   /** Tools with an output schema, by qualified name: a blocked result for them must be text (SPEC §3.10). */
   const withOutputSchema = new Set<string>();

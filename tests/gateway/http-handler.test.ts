@@ -129,6 +129,35 @@ describe('createHttpHandler', () => {
     expect(pulled).toBeLessThan(chunks);
   });
 
+  it('refuses a declared Content-Length over the limit without reading the body', async () => {
+    const handler = await handlerFor();
+    let pulled = 0;
+    // highWaterMark 0: the stream is pulled only when someone reads it.
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          pulled += 1;
+          controller.enqueue(new TextEncoder().encode(JSON.stringify(initialize)));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const request = new Request(endpoint, {
+      method: 'POST',
+      headers: {
+        host: 'localhost:3333',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'content-length': String(maxBodyBytes + 1),
+      },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    expect((await handler.handle(request)).status).toBe(413);
+    expect(pulled).toBe(0);
+  });
+
   it('answers 400 to a non-initialize request without a session, 404 to an unknown session or path', async () => {
     const handler = await handlerFor();
     expect((await handler.handle(post(listTools))).status).toBe(400);
