@@ -74,6 +74,8 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
   const hosts = new Set(options.allowedHosts.map((host) => host.toLowerCase()));
   const origins = new Set(options.allowedOrigins.map((origin) => origin.toLowerCase()));
   const sessions = new Map<string, Session>();
+  /** Initialize requests between the bound check and their session's registration. */
+  let opening = 0;
 
   function sweep(now: number): void {
     for (const [id, session] of sessions) {
@@ -98,21 +100,27 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
     if (!isInitializeRequest(parsed))
       return jsonRpcError(400, 'Bad request: start a session with an initialize request.');
     sweep(Date.now());
-    if (sessions.size >= maxSessions) {
+    // Sessions being opened count against the bound too: concurrent initializes cannot overshoot it.
+    if (sessions.size + opening >= maxSessions) {
       return jsonRpcError(503, `Too many open sessions (${maxSessions}); close one or try again later.`);
     }
-    const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      maxRequestBodySize: limit,
-      onsessioninitialized: (id) => {
-        sessions.set(id, { transport, lastSeen: Date.now() });
-      },
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) sessions.delete(transport.sessionId);
-    };
-    await createSearchModeServer(gateway).connect(transport);
-    return transport.handleRequest(request, { parsedBody: parsed });
+    opening++;
+    try {
+      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        maxRequestBodySize: limit,
+        onsessioninitialized: (id) => {
+          sessions.set(id, { transport, lastSeen: Date.now() });
+        },
+      });
+      transport.onclose = () => {
+        if (transport.sessionId) sessions.delete(transport.sessionId);
+      };
+      await createSearchModeServer(gateway).connect(transport);
+      return await transport.handleRequest(request, { parsedBody: parsed });
+    } finally {
+      opening--;
+    }
   }
 
   return {

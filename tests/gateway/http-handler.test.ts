@@ -180,6 +180,13 @@ describe('createHttpHandler', () => {
     expect((await listOn(handler, second)).status).toBe(200);
   });
 
+  it('concurrent initializes cannot overshoot maxSessions (regression: the bound was checked before any was registered)', async () => {
+    const handler = await handlerFor();
+    const answers = await Promise.all(Array.from({ length: 5 }, () => handler.handle(post(initialize))));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 200, 503, 503, 503]);
+    expect(handler.sessions).toBe(2);
+  });
+
   it('the sweeper closes sessions idle for idleTimeoutMs; a used session stays; the slot is free again', async () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
     const handler = await handlerFor();
