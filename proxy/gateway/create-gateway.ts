@@ -448,7 +448,11 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       const request = await stamp(input, context);
       const decided = await runCallPipeline(callFilters, request, { context, reporter });
       if (!decided.allowed) return decided.result ?? textResult(decided.reason, true);
-      const final = decided.value;
+      // A filter that renamed the tool gets the stamp of the tool it named, never the old one's server.
+      const final =
+        decided.value.tool === request.tool
+          ? decided.value
+          : { ...(await stamp(decided.value, context)), arguments: decided.value.arguments };
       const start = process.hrtime.bigint();
       const outcome = await decided.wrap(() => dispatch(final, context));
       if (outcome.status !== 'completed') {

@@ -94,6 +94,17 @@ describe('call pipeline', () => {
     expect(events.find((event) => event.filter === 'rewrite')?.decision).toBe('rewrite');
   });
 
+  it('a filter that renames the tool sends the call to the tool it named, not to the old one', async () => {
+    const rename: CallFilter = function rename(request) {
+      return { decision: 'allow', request: { ...request, tool: 'fixture__add', arguments: { a: 1, b: 2 } } };
+    };
+    const { client, calls } = await setup({ extraCallFilters: [rename] });
+    await searchNames(client, 'echo message');
+    const result = await callTool(client, 'fixture__echo', { message: 'hi' });
+    expect(result.structuredContent).toEqual({ sum: 3 });
+    expect(calls).toEqual([{ tool: 'add', args: { a: 1, b: 2 } }]);
+  });
+
   it('denies when a filter throws, logs the error, and never shows it raw', async () => {
     const broken: CallFilter = function broken() {
       throw new Error('database password hunter2 rejected');
