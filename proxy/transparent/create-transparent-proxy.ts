@@ -108,9 +108,12 @@ function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities 
 
 /**
  * Creates the transparent-mode proxy of SPEC §3.10: `tools/list` is the upstream's raw answer
- * (unknown fields kept, nothing renamed or added); `tools/call` runs the elicitation middleware,
- * then forwards once; resources, prompts, completions and logging are forwarded when the upstream
- * offers them; list-changed, resource-update and log notifications are passed on.
+ * (unknown fields kept, nothing renamed or added) and is what the session has discovered;
+ * `tools/call` goes through the gateway's call pipeline (access control, discovery gate,
+ * `rego_policy`, elicitation, extra filters, router; events for each) and reaches this session's
+ * own upstream connection once, never replayed; resources, prompts, completions and logging are
+ * forwarded when the upstream offers them; list-changed, resource-update and log notifications
+ * are passed on.
  */
 export function createTransparentProxy(options: TransparentProxyOptions): TransparentProxy {
   const { config } = options;
