@@ -27,6 +27,18 @@ describe('meta-tools', () => {
     expect(tools.map((tool) => tool.name)).toEqual(['search_tools', 'call_tool', 'load_mcp_server']);
   });
 
+  it('search_tools declares an output schema and answers with matching structured content', async () => {
+    const client = await connectClient(await startProxy());
+    const { tools } = await client.listTools();
+    const search = tools.find((tool) => tool.name === 'search_tools');
+    expect(search?.outputSchema?.required).toEqual(['query', 'search_mode', 'results']);
+    // The SDK client validates structuredContent against that schema, so a mismatch would throw here.
+    const found = await client.callTool({ name: 'search_tools', arguments: { query: 'add two numbers' } });
+    expect(found.structuredContent).toEqual(JSON.parse(textOf(found)));
+    const none = await client.callTool({ name: 'search_tools', arguments: { query: 'zzzz qqqq' } });
+    expect(none.structuredContent).toMatchObject({ query: 'zzzz qqqq', results: [] });
+  });
+
   it('tells the model the workflow and never to ask for tokens in chat', async () => {
     const client = await connectClient(await startProxy());
     const instructions = client.getInstructions() ?? '';
