@@ -55,7 +55,12 @@ export type {
   ServerFacts,
   StartReport,
 } from './gateway/types';
-export { createHttpHandler, type HttpHandler, type HttpHandlerOptions } from './http/http-handler';
+export {
+  createHttpHandler,
+  type HttpHandler,
+  type HttpHandlerOptions,
+  type HttpRequestContext,
+} from './http/http-handler';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
 export { createSearchModeServer } from './meta-tools/search-mode-server';

@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { loadConfig, resolveConfigPath } from '../config';
 import { createTokenCredentials, resolveTokensPath } from '../credentials/index';
 import { ProxyError } from '../errors';
@@ -14,6 +13,7 @@ import { readProxyEnv } from './env';
 import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { reloadServers } from './reload-servers';
 import { runTransparentCli } from './run-transparent-cli';
+import { StdioTransport } from './stdio-transport';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -65,6 +65,10 @@ Environment:
   EXTENSIBLE_MCP_TOKENS_FILE  Tokens file (default: "tokens" beside the config). Relative to the
                             config's folder, "~" expanded; if set, it must exist.
 
+Stopping: one SIGINT or SIGTERM (or the client closing stdin) stops it in order: no new request is
+read, servers are closed, exit 0; a shutdown that takes over 10 s exits 1. Over stdio a message
+over 4 MiB is answered with a JSON-RPC error and the session goes on.
+
 Exit codes: 0 normal stop, 1 runtime failure, 2 bad usage or config.`;
 
 function parseCliArgs(argv: string[]) {
@@ -96,17 +100,53 @@ function positiveInteger(value: string, flag: string): number | undefined {
     : void usageError(`${flag} expects a whole number, got "${value}"`);
 }
 
-function waitForShutdown(onStop: () => Promise<void>, transportClosed?: Promise<void>): Promise<number> {
+/** How long an orderly shutdown may take before the process gives up on it (exit 1). */
+const shutdownTimeoutMs = 10_000;
+/** How long the process may linger after shutdown finished before it is ended anyway. */
+const exitGraceMs = 5_000;
+
+/**
+ * Resolves with the exit code once the proxy has stopped: on the first SIGINT or SIGTERM, or
+ * when `closed` settles (stdin ended). One signal is enough: the handlers stay installed during
+ * the shutdown, so a second signal changes nothing. The shutdown is bounded: if `stop` has not
+ * finished within {@link shutdownTimeoutMs} the code is 1, and if anything (a downstream child's
+ * pipe, a worker, a timer) still holds the event loop {@link exitGraceMs} after it, the process
+ * exits anyway.
+ */
+function waitForShutdown(stop: () => Promise<void>, closed?: Promise<void>): Promise<number> {
   return new Promise((resolve) => {
     let stopping = false;
-    const stop = () => {
+    const onSignal = (signal: NodeJS.Signals) => begin(signal);
+    const begin = (reason: string) => {
       if (stopping) return;
       stopping = true;
-      void onStop().then(() => resolve(0));
+      logLine(`${reason}: shutting down`);
+      let deadline: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<number>((settle) => {
+        deadline = setTimeout(() => {
+          logLine(`shutdown did not finish within ${shutdownTimeoutMs / 1000} s; exiting`);
+          settle(1);
+        }, shutdownTimeoutMs);
+      });
+      const finished = stop().then(
+        () => 0,
+        (error: unknown) => {
+          logLine(`shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+          return 1;
+        },
+      );
+      void Promise.race([finished, timedOut]).then((code) => {
+        clearTimeout(deadline);
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        // Unreferenced: it fires only if something else still keeps the process alive.
+        setTimeout(() => process.exit(code), exitGraceMs).unref();
+        resolve(code);
+      });
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    void transportClosed?.then(stop);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    void closed?.then(() => begin('stdin closed'));
   });
 }
 
@@ -190,7 +230,7 @@ export async function runCli(argv: string[]): Promise<number> {
     if (regoPath !== undefined) {
       const regoPolicy = await regoPolicyFilter({
         regoPath,
-        onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy evaluation failed: ${String(error)}\n`),
+        onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy: ${String(error)}\n`),
       });
       gatewayOptions = { ...gatewayOptions, regoPolicy };
     }
@@ -233,9 +273,10 @@ export async function runCli(argv: string[]): Promise<number> {
     process.off('SIGHUP', onHangup);
     pidFile.release();
   };
+  // Serve at once while the configured servers connect (SPEC §3.2): one downstream that never
+  // initialises must not stall the proxy's own initialize. Reloads wait for the start.
   const started = running.start();
   reloading = started;
-  await started;
   if (values.http) {
     const endpoint = await serveHttp(running, { host: values.host, port, allowedHosts: values['allowed-host'] ?? [] });
     process.stderr.write(`[extensible-mcp] serving Streamable HTTP at ${endpoint.url}\n`);
@@ -245,13 +286,19 @@ export async function runCli(argv: string[]): Promise<number> {
       await running.close();
     });
   }
-  const transport = new StdioServerTransport();
+  // The proxy's own stdio transport: an oversized or malformed line is answered with a JSON-RPC
+  // error instead of closing the session; end of stdin closes it.
+  const transport = new StdioTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = resolve;
   });
-  await createSearchModeServer(running).connect(transport);
-  process.stdin.once('end', () => void transport.close());
+  const server = createSearchModeServer(running);
+  server.onerror = (error) => logLine(error.message);
+  await server.connect(transport);
   return waitForShutdown(async () => {
+    // No new request is read once shutdown begins: a call arriving now would reconnect (respawn)
+    // the downstreams being closed.
+    await transport.close();
     release();
     await running.close();
   }, closed);

@@ -10,10 +10,12 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { Dispatcher } from 'undici';
 import { credentialRejected, mentionsAuthFailure, minutesSince } from '../credentials/credential-rejected';
 import {
   credentialedFetch,
   type PresentedCredential,
+  redactError,
   redactSecrets,
   secretsOf,
 } from '../credentials/credentialed-fetch';
@@ -46,6 +48,11 @@ export interface DownstreamOptions {
    * is the single place that decides whether a URL gets a token (SPEC §3.9).
    */
   readonly credentials?: (url: string) => PresentedCredential | undefined;
+  /**
+   * The HTTP connection pool to use (HTTP downstreams only): a runtime load gets one whose own
+   * lookup refuses private addresses (SPEC §3.4). Absent: the global one.
+   */
+  readonly dispatcher?: Dispatcher;
 }
 
 /**
@@ -91,6 +98,8 @@ export class Downstream {
   #client: Client | undefined;
   #connecting: Promise<Client> | undefined;
   #closedByUs = false;
+  /** The client being connected right now, so close() can stop it mid-connect. */
+  #opening: Client | undefined;
   /** What the latest HTTP request carried: an MCP-level auth error is blamed on it. */
   #presented: PresentedCredential | undefined;
   /**
@@ -124,14 +133,20 @@ export class Downstream {
   /** Connects (if not connected) and reports the tools. Concurrent callers share one attempt. */
   connect(): Promise<Client> {
     if (this.#client) return Promise.resolve(this.#client);
+    // Closed for good: never start (or restart) a child after close().
+    if (this.#closedByUs) {
+      return Promise.reject(new ProxyError('downstream-unavailable', `Server "${this.name}" has been closed.`));
+    }
     this.#connecting ??= this.#open().finally(() => {
       this.#connecting = undefined;
+      this.#opening = undefined;
     });
     return this.#connecting;
   }
 
   async #open(): Promise<Client> {
     const client = new Client({ name: 'extensible-mcp', version: '0.1.0' });
+    this.#opening = client;
     const transport = this.#transport();
     client.onclose = () => {
       if (this.#client === client) this.#client = undefined;
@@ -148,12 +163,15 @@ export class Downstream {
     try {
       await client.connect(transport, { timeout: this.#options.connectTimeoutMs });
       const tools = await this.#listTools(client);
+      // close() ran while this connection was being made: stop what was just started.
+      if (this.#closedByUs) throw new ProxyError('downstream-unavailable', `Server "${this.name}" has been closed.`);
       this.#client = client;
       this.#options.onTools(tools);
       return client;
     } catch (error) {
       await client.close().catch(() => undefined);
-      if (ProxyError.isInstance(error)) throw error;
+      // A refused redirect names its target, which a hostile server can make carry the token.
+      if (ProxyError.isInstance(error)) throw this.#redactError(error);
       const rejected = this.#authFailure(error);
       if (rejected) throw rejected;
       throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${this.#describe(error)}`, {
@@ -181,10 +199,15 @@ export class Downstream {
       }
       case 'http': {
         const lookup = this.#options.credentials;
-        if (!lookup) return new StreamableHTTPClientTransport(new URL(spec.url), { fetch: fetchWithoutRedirects });
+        const { dispatcher } = this.#options;
+        // Node's fetch takes the pool as `dispatcher`, which the RequestInit type does not declare.
+        const fetchVia: typeof fetchWithoutRedirects = dispatcher
+          ? (input, init) => fetchWithoutRedirects(input, { ...init, dispatcher } as RequestInit)
+          : fetchWithoutRedirects;
+        if (!lookup) return new StreamableHTTPClientTransport(new URL(spec.url), { fetch: fetchVia });
         return new StreamableHTTPClientTransport(new URL(spec.url), {
           fetch: credentialedFetch({
-            fetch: fetchWithoutRedirects,
+            fetch: fetchVia,
             credential: lookup,
             onPresented: (credential) => {
               this.#presented = credential;
@@ -217,7 +240,30 @@ export class Downstream {
       tools.push(...page.tools);
       cursor = page.nextCursor;
     } while (cursor !== undefined);
-    return tools;
+    return this.#redactTools(tools);
+  }
+
+  /**
+   * The tool list with any echoed credential removed before it is indexed: a server may quote
+   * the request it was sent in a description, a title or a property name, and search shows all
+   * of them to the model. A tool whose *name* carries the credential is skipped, since a
+   * redacted name could not be called.
+   */
+  #redactTools(tools: Tool[]): Tool[] {
+    const secrets = [...this.#secrets];
+    if (secrets.length === 0) return tools;
+    const kept: Tool[] = [];
+    for (const tool of tools) {
+      const redacted = redactSecrets(tool, secrets);
+      if (redacted.name === tool.name) {
+        kept.push(redacted);
+        continue;
+      }
+      this.#options.log(
+        `server "${this.name}": skipped a tool whose name contains its credential ("${redacted.name}")`,
+      );
+    }
+    return kept;
   }
 
   /**
@@ -269,8 +315,14 @@ export class Downstream {
     return redactSecrets(describeRaw(error), [...this.#secrets]);
   }
 
+  /** A ProxyError with any echoed credential removed from its message (its code kept). */
+  #redactError(error: ProxyError): ProxyError {
+    const redacted = redactError(error, [...this.#secrets]);
+    return ProxyError.isInstance(redacted) ? redacted : error;
+  }
+
   #translate(error: unknown, tool: string): ProxyError {
-    if (ProxyError.isInstance(error)) return error;
+    if (ProxyError.isInstance(error)) return this.#redactError(error);
     const rejected = this.#authFailure(error);
     if (rejected) return rejected;
     if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
@@ -291,6 +343,7 @@ export class Downstream {
     this.#closedByUs = true;
     const client = this.#client;
     this.#client = undefined;
-    await client?.close();
+    // A connection still being made is stopped too (its child with it), not awaited.
+    await Promise.allSettled([client?.close(), this.#opening?.close()]);
   }
 }

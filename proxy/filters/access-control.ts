@@ -1,11 +1,11 @@
-import picomatch from 'picomatch';
 import type { CallFilter, SearchFilter } from '../gateway/types';
+import { matchNameGlob } from './match-name-glob';
 
 /** `filters.access_control` (SPEC §3.7). */
 export interface AccessControlOptions {
   /** Exact qualified names that are hidden and refused. */
   readonly deny?: readonly string[];
-  /** Globs over qualified names (`github__delete_*`). */
+  /** Globs over qualified names (`github__delete_*`); `*` and `?` also match `/`. */
   readonly denyPatterns?: readonly string[];
   /** When set, only these servers' tools are visible. Local tools are exempt from this, not from deny. */
   readonly allowServers?: readonly string[];
@@ -14,8 +14,8 @@ export interface AccessControlOptions {
 /** Builds the visibility predicate shared by the search and call sides. */
 export function accessPredicate(options: AccessControlOptions): (name: string, server: string | undefined) => boolean {
   const deny = new Set(options.deny ?? []);
-  const denyMatch =
-    (options.denyPatterns ?? []).length > 0 ? picomatch([...(options.denyPatterns ?? [])], { dot: true }) : () => false;
+  // `/` is an ordinary character here: `*__delete_*` also hides a tool named `delete_a/b`.
+  const denyMatch = matchNameGlob(options.denyPatterns ?? []);
   const allowServers = options.allowServers ? new Set(options.allowServers) : undefined;
   return (name, server) => {
     if (deny.has(name) || denyMatch(name)) return false;

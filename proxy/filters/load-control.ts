@@ -1,6 +1,7 @@
 import picomatch from 'picomatch';
 import { ProxyError } from '../errors';
 import type { LoadFilter } from '../gateway/types';
+import { matchNameGlob } from './match-name-glob';
 
 /** `filters.load_control` (SPEC §3.7). */
 export interface LoadControlOptions {
@@ -122,7 +123,7 @@ function compileNamePatterns(patterns: readonly string[]): (name: string) => boo
   if (patterns.length === 0) return () => false;
   const problem = patterns.map(globProblem).find((found) => found !== undefined);
   if (problem) throw new ProxyError('config-invalid', problem);
-  return picomatch([...patterns], { dot: true });
+  return matchNameGlob(patterns);
 }
 
 /**

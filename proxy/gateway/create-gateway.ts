@@ -4,8 +4,9 @@ import { Downstream } from '../downstream/downstream';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessControl } from '../filters/access-control';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
+import { type LoadResolver, safeLoad, safeLoadDispatcher } from '../filters/safe-load';
 import { similarityThreshold } from '../filters/similarity-threshold';
-import { nameProblem, qualifyName } from '../names';
+import { nameProblem, qualifyName, toolNameProblem } from '../names';
 import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
 import { credentialArguments } from '../policy/fetch-plan';
 import type { PolicyBundle } from '../policy/load-bundle';
@@ -111,6 +112,19 @@ export interface GatewayOptions {
    * exact URL, for configured servers and runtime loads alike (SPEC §3.9).
    */
   readonly credentials?: CredentialLookup;
+  /**
+   * Lets `load_mcp_server` reach `http://localhost` and loopback addresses (SPEC §3.4). Default
+   * false: runtime loads are `https:` to public addresses only. Configured servers are unaffected.
+   */
+  readonly allowLocalhostLoads?: boolean;
+  /** Resolves host names for runtime loads only (default: the system resolver); tests inject one. */
+  readonly loadResolver?: LoadResolver;
+  /**
+   * How long after `start()` a search waits for configured servers still connecting; default
+   * 10 s. Faces serve at once (a hung server never stalls `initialize`); an early search waits at
+   * most this long, then answers with what is connected and logs who is still connecting.
+   */
+  readonly startGraceMs?: number;
 }
 
 const defaultTopK = 5;
@@ -204,6 +218,36 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   const operatorUrls = new Map<string, string>();
   for (const [name, spec] of Object.entries(options.servers ?? {}))
     if (spec.kind === 'http') operatorUrls.set(name, spec.url);
+  /**
+   * Every name the operator admitted (config or `admit`): the operator's, connected or not, so a
+   * runtime load can never re-point it while it is down (SPEC §3.4).
+   */
+  const operatorNames = new Set(Object.keys(options.servers ?? {}));
+  /** The safe default for runtime loads: whatever `load_control` says, this floor holds. */
+  const safeLoadOptions = {
+    allowLocalhost: options.allowLocalhostLoads === true,
+    ...(options.loadResolver && { resolve: options.loadResolver }),
+  };
+  const safeLoadFilters: LoadFilter[] = [safeLoad(safeLoadOptions)];
+  /** Servers already reported as still connecting to a search (one log line each). */
+  const reportedConnecting = new Set<string>();
+  /** The configured servers' connections while `start()` runs, and until when a search waits for them. */
+  let starting: { settled: Promise<unknown>; until: number } | undefined;
+
+  /** Waits for `start()` to settle, but never past its grace period. */
+  async function awaitStartGrace(): Promise<void> {
+    const remaining = starting ? starting.until - Date.now() : 0;
+    if (!starting || remaining <= 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, remaining);
+      timer.unref();
+    });
+    await Promise.race([starting.settled, expired]);
+    clearTimeout(timer);
+  }
+  /** The connection pool of each runtime-loaded server, whose own lookup checks every address. */
+  const loadDispatchers = new Map<string, ReturnType<typeof safeLoadDispatcher>>();
   const emit: EventHook = options.onEvent ?? (() => undefined);
   const reporter: PipelineReporter = {
     emit,
@@ -280,7 +324,36 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     index.replace(server, tools);
   }
 
-  function register(name: string, spec: DownstreamSpec, admission: ServerFacts['admission']): Downstream {
+  /**
+   * The tools of `server` that can be indexed: a name that is invalid, or whose qualified name is
+   * already another tool's, is skipped with one log line (the raw name quoted, never a raw newline).
+   */
+  function indexableTools(server: string, tools: readonly Tool[]): Tool[] {
+    const seen = new Set<string>();
+    return tools.filter((tool) => {
+      const shown = JSON.stringify(String(tool.name).slice(0, 80));
+      const problem = toolNameProblem(tool.name);
+      if (problem) {
+        log(`server "${server}": tool ${shown} skipped: ${problem}`);
+        return false;
+      }
+      const qualified = qualifyName(server, tool.name);
+      const owner = index.get(qualified);
+      if (seen.has(qualified) || localTools.has(qualified) || (owner !== undefined && owner.server !== server)) {
+        log(`server "${server}": tool ${shown} skipped: "${qualified}" already names another tool`);
+        return false;
+      }
+      seen.add(qualified);
+      return true;
+    });
+  }
+
+  function register(
+    name: string,
+    spec: DownstreamSpec,
+    admission: ServerFacts['admission'],
+    dispatcher?: ReturnType<typeof safeLoadDispatcher>,
+  ): Downstream {
     const problem = nameProblem(name);
     if (problem) throw new ProxyError('invalid-name', `Invalid server name: ${problem}.`);
     const lookup = options.credentials;
@@ -291,12 +364,14 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       callTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       log,
+      ...(dispatcher && { dispatcher }),
       // Bound to this server's name: the lookup decides per URL whether a token is presented.
       ...(lookup &&
         spec.kind === 'http' && {
           credentials: (url: string) => lookup({ serverName: name, url, configuredUrl: operatorUrls.get(name) }),
         }),
-      onTools: (tools) =>
+      onTools: (listed) => {
+        const tools = indexableTools(name, listed);
         indexServer(
           name,
           tools.map(
@@ -309,7 +384,8 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
             }),
           ),
           tools.filter((tool) => tool.outputSchema !== undefined).map((tool) => qualifyName(name, tool.name)),
-        ),
+        );
+      },
     });
     downstreams.set(name, downstream);
     return downstream;
@@ -320,13 +396,14 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     name: string,
     spec: DownstreamSpec,
     admission: ServerFacts['admission'],
+    dispatcher?: ReturnType<typeof safeLoadDispatcher>,
   ): Promise<AdmitReport> {
     if (admitting.has(name) || downstreams.has(name)) {
       throw new ProxyError('already-admitted', `A server named "${name}" is already admitted; choose another name.`);
     }
     admitting.add(name);
     try {
-      const downstream = register(name, spec, admission);
+      const downstream = register(name, spec, admission, dispatcher);
       try {
         await downstream.connect();
       } catch (error) {
@@ -334,6 +411,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         index.remove(name);
         throw error;
       }
+      if (dispatcher) loadDispatchers.set(name, dispatcher);
       return { server: name, tools: index.toolsOf(name).length };
     } finally {
       admitting.delete(name);
@@ -422,6 +500,13 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     ready: () => index.settled(),
 
     async search(request, context): Promise<SearchResult> {
+      await awaitStartGrace();
+      // Servers still connecting are not in the index yet: say so once each, not silently.
+      for (const name of admitting) {
+        if (reportedConnecting.has(name)) continue;
+        reportedConnecting.add(name);
+        log(`server "${name}" is still connecting; its tools are not searchable yet`);
+      }
       const query = { query: request.query, topK: clampTopK(request.topK) };
       // Filters run before the top-k cut, over the best candidates in a window that widens until
       // top_k survive or no candidate is left, so a hidden tool never displaces a visible one.
@@ -481,34 +566,73 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     },
 
     async load(request: LoadRequest, context): Promise<LoadResult> {
-      const problem = nameProblem(request.serverName);
+      const name = request.serverName;
+      const problem = nameProblem(name);
       if (problem) return { loaded: false, reason: `Invalid server name: ${problem}.` };
-      if (downstreams.has(request.serverName) || admitting.has(request.serverName)) {
+      // A configured name is the operator's, connected or not (SPEC §3.4). The one load it allows
+      // is a retry of the operator's own server at exactly the operator's URL (after a failed
+      // start or a rotated token): nothing is re-pointed, and it stays the operator's admission.
+      const operatorUrl = operatorUrls.get(name);
+      const retry = operatorNames.has(name) && operatorUrl !== undefined && request.url === operatorUrl;
+      if (operatorNames.has(name) && !retry) {
         return {
           loaded: false,
-          reason: `A server named "${request.serverName}" is already connected; choose another name.`,
+          reason: `The server name "${name}" belongs to the operator's configuration and cannot be loaded at another address; choose another name.`,
         };
+      }
+      if (downstreams.has(name) || admitting.has(name)) {
+        return { loaded: false, reason: `A server named "${name}" is already connected; choose another name.` };
       }
       const decided = await runLoadPipeline(loadFilters, request, { context, reporter });
       if (!decided.allowed) return { loaded: false, reason: decided.reason };
+      // The safe default runs after the operator's filters, whatever they allowed; an operator
+      // server is trusted where it is and skips it.
+      if (!retry) {
+        const safe = await runLoadPipeline(safeLoadFilters, request, { context, reporter });
+        if (!safe.allowed) return { loaded: false, reason: safe.reason };
+      }
+      let refused: string | undefined;
+      const dispatcher = retry
+        ? undefined
+        : safeLoadDispatcher({
+            ...safeLoadOptions,
+            onRefused: (reason) => {
+              refused = reason;
+              log(`server "${name}": connection refused: ${reason}`);
+            },
+          });
       try {
-        const report = await admitServer(request.serverName, { kind: 'http', url: request.url }, 'runtime');
+        const report = await admitServer(
+          name,
+          { kind: 'http', url: request.url },
+          retry ? 'config' : 'runtime',
+          dispatcher,
+        );
         return { loaded: true, server: report.server, tools: report.tools };
       } catch (error) {
-        const reason = ProxyError.isInstance(error) ? error.message : `Could not load "${request.serverName}".`;
+        await dispatcher?.close().catch(() => undefined);
+        if (refused !== undefined) return { loaded: false, reason: `Refused to load "${name}": ${refused}` };
+        const reason = ProxyError.isInstance(error) ? error.message : `Could not load "${name}".`;
         return { loaded: false, reason };
       }
     },
 
     admit(name, spec) {
       // Bind before connecting: the credential lookup needs the operator's URL for this name.
-      if (spec.kind === 'http' && !downstreams.has(name) && !admitting.has(name)) operatorUrls.set(name, spec.url);
+      if (!downstreams.has(name) && !admitting.has(name)) {
+        if (spec.kind === 'http') operatorUrls.set(name, spec.url);
+        operatorNames.add(name);
+      }
       return admitServer(name, spec, spec.kind === 'in-process' ? 'in-process' : 'config');
     },
 
     async start(): Promise<StartReport> {
       const entries = Object.entries(options.servers ?? {});
-      const outcomes = await Promise.allSettled(entries.map(([name, spec]) => gateway.admit(name, spec)));
+      if (entries.length > 0) log(`connecting ${entries.length} servers: ${entries.map(([name]) => name).join(', ')}`);
+      const settling = Promise.allSettled(entries.map(([name, spec]) => gateway.admit(name, spec)));
+      starting = { settled: settling, until: Date.now() + (options.startGraceMs ?? 10_000) };
+      const outcomes = await settling;
+      starting = undefined;
       const connected: string[] = [];
       const failed: { name: string; reason: string }[] = [];
       outcomes.forEach((outcome, position) => {
@@ -529,6 +653,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
 
     async close() {
       await Promise.allSettled([...downstreams.values()].map((downstream) => downstream.close()));
+      await Promise.allSettled([...loadDispatchers.values()].map((dispatcher) => dispatcher.close()));
       if (ownsEmbedder) await (await embedder)?.close?.();
     },
   };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { isInitializeRequest, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Gateway } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 
@@ -12,17 +12,33 @@ export interface HttpHandlerOptions {
   readonly allowedOrigins: readonly string[];
   /** The endpoint's path; default `/mcp`. */
   readonly path?: string;
-  /** Concurrent sessions kept; a new one beyond this is refused once idle ones are gone. Default 100. */
+  /**
+   * Concurrent sessions kept. A new one beyond this closes the least recently used idle session
+   * (one with no request in flight); only when every session is busy is it refused (503).
+   * Default 100.
+   */
   readonly maxSessions?: number;
+  /**
+   * Concurrent sessions kept per remote address (when the caller passes `remoteAddress`): beyond
+   * it the address's own least recently used idle session is closed, or the new one refused (429)
+   * when all of them are busy. One client cannot take everyone's sessions. Default 25.
+   */
+  readonly maxSessionsPerAddress?: number;
   /** A session with no request for this long is closed. Default 30 minutes. */
   readonly idleTimeoutMs?: number;
   /** Largest request body accepted, in bytes. Default 4 MiB. */
   readonly maxBodyBytes?: number;
 }
 
+/** What the server knows about a request beyond the `Request` itself. */
+export interface HttpRequestContext {
+  /** The peer's address (the Node adapter passes the socket's); enables the per-address cap. */
+  readonly remoteAddress?: string;
+}
+
 /** A web-standard Streamable HTTP endpoint: `Request` in, `Response` out (Node adapter or a Next.js route). */
 export interface HttpHandler {
-  handle(request: Request): Promise<Response>;
+  handle(request: Request, context?: HttpRequestContext): Promise<Response>;
   /** Sessions currently open. */
   readonly sessions: number;
   close(): Promise<void>;
@@ -30,11 +46,54 @@ export interface HttpHandler {
 
 interface Session {
   readonly transport: WebStandardStreamableHTTPServerTransport;
+  readonly remoteAddress: string | undefined;
+  /** Requests of this session not answered yet; a session with any is busy, never idle. */
+  readonly inFlight: Set<string>;
   lastSeen: number;
 }
 
-function jsonRpcError(status: number, message: string): Response {
-  return Response.json({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }, { status });
+/** A map key for a JSON-RPC id: `1` and `"1"` are different ids. */
+function idKey(id: RequestId): string {
+  return `${typeof id}:${id}`;
+}
+
+/** The ids of the requests (not notifications or responses) in a JSON-RPC message or batch. */
+function requestIds(body: unknown): RequestId[] {
+  return (Array.isArray(body) ? body : [body]).flatMap((message: unknown) => {
+    if (typeof message !== 'object' || message === null || !('method' in message) || !('id' in message)) return [];
+    const { id } = message;
+    return typeof id === 'string' || typeof id === 'number' ? [id] : [];
+  });
+}
+
+/**
+ * The SDK's transport, told when a request has been answered: the session's in-flight ids (the
+ * reused-id check and the idle test) follow the answers actually sent.
+ */
+class TrackedTransport extends WebStandardStreamableHTTPServerTransport {
+  readonly inFlight = new Set<string>();
+
+  override async send(message: JSONRPCMessage, options?: { relatedRequestId?: RequestId }): Promise<void> {
+    try {
+      await super.send(message, options);
+    } finally {
+      if (('result' in message || 'error' in message) && message.id !== undefined && message.id !== null) {
+        this.inFlight.delete(idKey(message.id));
+      }
+    }
+  }
+}
+
+function jsonRpcError(status: number, message: string, id: RequestId | null = null): Response {
+  return Response.json({ jsonrpc: '2.0', error: { code: -32000, message }, id }, { status });
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
 }
 
 /** Reads at most `limit` bytes of the body, or says why not. */
@@ -69,57 +128,123 @@ async function readBody(
 export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions): HttpHandler {
   const path = options.path ?? '/mcp';
   const maxSessions = options.maxSessions ?? 100;
+  const maxPerAddress = options.maxSessionsPerAddress ?? 25;
   const idleTimeoutMs = options.idleTimeoutMs ?? 30 * 60_000;
   const limit = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const hosts = new Set(options.allowedHosts.map((host) => host.toLowerCase()));
   const origins = new Set(options.allowedOrigins.map((origin) => origin.toLowerCase()));
   const sessions = new Map<string, Session>();
-  /** Initialize requests between the bound check and their session's registration. */
-  let opening = 0;
+  /** Initialize requests between the bound check and their session's registration, per address ('' when unknown). */
+  const opening = new Map<string, number>();
+  const openingTotal = () => [...opening.values()].reduce((sum, count) => sum + count, 0);
+
+  function drop(id: string, session: Session): void {
+    sessions.delete(id);
+    void session.transport.close();
+  }
 
   function sweep(now: number): void {
     for (const [id, session] of sessions) {
-      if (now - session.lastSeen >= idleTimeoutMs) {
-        sessions.delete(id);
-        void session.transport.close();
-      }
+      // A session waiting for an answer is not idle, however long the call takes.
+      if (session.inFlight.size === 0 && now - session.lastSeen >= idleTimeoutMs) drop(id, session);
     }
   }
   const sweeper = setInterval(() => sweep(Date.now()), Math.min(idleTimeoutMs, 60_000));
   sweeper.unref();
 
-  async function open(request: Request): Promise<Response> {
-    const body = await readBody(request, limit);
-    if (!body.ok) return body.response;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body.text);
-    } catch {
-      return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+  /** Closes the least recently used idle session among `candidates`; false when all are busy. */
+  function evictIdle(candidates: readonly [string, Session][]): boolean {
+    let oldest: [string, Session] | undefined;
+    for (const entry of candidates) {
+      if (entry[1].inFlight.size === 0 && (oldest === undefined || entry[1].lastSeen < oldest[1].lastSeen)) {
+        oldest = entry;
+      }
     }
-    if (!isInitializeRequest(parsed))
-      return jsonRpcError(400, 'Bad request: start a session with an initialize request.');
+    if (oldest) drop(...oldest);
+    return oldest !== undefined;
+  }
+
+  /** Makes room for one more session from `address`, or says why not. */
+  function admit(address: string | undefined): Response | undefined {
     sweep(Date.now());
-    // Sessions being opened count against the bound too: concurrent initializes cannot overshoot it.
-    if (sessions.size + opening >= maxSessions) {
+    if (address !== undefined) {
+      const own = [...sessions].filter(([, session]) => session.remoteAddress === address);
+      // Sessions being opened count against the bounds too: concurrent initializes cannot overshoot them.
+      if (own.length + (opening.get(address) ?? 0) >= maxPerAddress && !evictIdle(own)) {
+        return jsonRpcError(
+          429,
+          `Too many open sessions from this address (${maxPerAddress}); close one or try again later.`,
+        );
+      }
+    }
+    if (sessions.size + openingTotal() >= maxSessions && !evictIdle([...sessions])) {
       return jsonRpcError(503, `Too many open sessions (${maxSessions}); close one or try again later.`);
     }
-    opening++;
+    return undefined;
+  }
+
+  async function open(request: Request, address: string | undefined): Promise<Response> {
+    const body = await readBody(request, limit);
+    if (!body.ok) return body.response;
+    const parsed = parseJson(body.text);
+    if (!parsed.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+    if (!isInitializeRequest(parsed.value))
+      return jsonRpcError(400, 'Bad request: start a session with an initialize request.');
+    const refused = admit(address);
+    if (refused) return refused;
+    const bucket = address ?? '';
+    opening.set(bucket, (opening.get(bucket) ?? 0) + 1);
     try {
-      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+      const transport: TrackedTransport = new TrackedTransport({
         sessionIdGenerator: () => randomUUID(),
         maxRequestBodySize: limit,
         onsessioninitialized: (id) => {
-          sessions.set(id, { transport, lastSeen: Date.now() });
+          sessions.set(id, { transport, remoteAddress: address, inFlight: transport.inFlight, lastSeen: Date.now() });
         },
       });
       transport.onclose = () => {
         if (transport.sessionId) sessions.delete(transport.sessionId);
       };
       await createSearchModeServer(gateway).connect(transport);
-      return await transport.handleRequest(request, { parsedBody: parsed });
+      return await transport.handleRequest(request, { parsedBody: parsed.value });
     } finally {
-      opening--;
+      const count = (opening.get(bucket) ?? 1) - 1;
+      if (count === 0) opening.delete(bucket);
+      else opening.set(bucket, count);
+    }
+  }
+
+  /**
+   * A POST inside a session. The SDK's transport routes each answer by request id alone: a second
+   * request reusing an id still in flight took over the first one's stream, and the first never
+   * got its answer (issue 11, item 18). Such a request is refused with an error carrying the id.
+   */
+  async function post(request: Request, session: Session): Promise<Response> {
+    const body = await readBody(request, limit);
+    if (!body.ok) return body.response;
+    const parsed = parseJson(body.text);
+    if (!parsed.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+    const ids = requestIds(parsed.value);
+    const keys = ids.map(idKey);
+    const reused = ids.find((_, position) => {
+      const key = keys[position] as string;
+      return session.inFlight.has(key) || keys.indexOf(key) !== position;
+    });
+    if (reused !== undefined) {
+      return jsonRpcError(
+        409,
+        `Request id ${JSON.stringify(reused)} is already in use in this session; use a new id.`,
+        reused,
+      );
+    }
+    for (const key of keys) session.inFlight.add(key);
+    try {
+      return await session.transport.handleRequest(request, { parsedBody: parsed.value });
+    } catch (error) {
+      for (const key of keys) session.inFlight.delete(key);
+      throw error;
+    } finally {
+      session.lastSeen = Date.now();
     }
   }
 
@@ -127,7 +252,7 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
     get sessions() {
       return sessions.size;
     },
-    async handle(request) {
+    async handle(request, context = {}) {
       const url = new URL(request.url);
       if (url.pathname !== path) return jsonRpcError(404, `Not found: the MCP endpoint is ${path}.`);
       const host = request.headers.get('host')?.toLowerCase();
@@ -139,12 +264,13 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
       const sessionId = request.headers.get('mcp-session-id');
       if (sessionId === null) {
         return request.method === 'POST'
-          ? open(request)
+          ? open(request, context.remoteAddress)
           : jsonRpcError(400, 'Bad request: unknown or missing Mcp-Session-Id.');
       }
       const session = sessions.get(sessionId);
       if (!session) return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
       session.lastSeen = Date.now();
+      if (request.method === 'POST') return post(request, session);
       return session.transport.handleRequest(request);
     },
     async close() {

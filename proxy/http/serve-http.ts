@@ -71,7 +71,10 @@ export async function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}
   const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     handler
-      .handle(toRequest(request, origin))
+      .handle(toRequest(request, origin), {
+        // The per-address session cap keys on the peer as the socket saw it (never on a header).
+        ...(request.socket.remoteAddress !== undefined && { remoteAddress: request.socket.remoteAddress }),
+      })
       .then((answer) => writeResponse(answer, response))
       .catch(() => {
         if (!response.headersSent) {

@@ -41,19 +41,85 @@ export const CEL_BUILTIN_NAMES = [
   'verify_webauthn',
 ] as const;
 
+/**
+ * Converts policy input (JSON-shaped data) into the values cel-js reads as CEL maps and lists.
+ * cel-js types an object by its `constructor`, so an argument named `constructor` (an own key a
+ * client is free to send) made a plain object "Unsupported type" and faulted the CEL twin while
+ * Rego, which sees JSON, decided normally. As `Map`s, objects are maps whatever their keys
+ * (`constructor`, `__proto__`, `toString`), so both engines see the same input shape.
+ */
+function toCelValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(toCelValue);
+  if (isPlainObject(value)) {
+    const map = new Map<string, unknown>();
+    for (const key of Object.keys(value)) map.set(key, toCelValue(value[key]));
+    return map;
+  }
+  return value;
+}
+
+/**
+ * The inverse of {@link toCelValue} at the host-builtin boundary: builtins take the JSON shape
+ * Rego hands them. Keys are defined, not assigned, so `__proto__` stays an ordinary own key.
+ */
+function fromCelValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(fromCelValue);
+  if (value instanceof Map) {
+    const object: Record<string, unknown> = {};
+    for (const [key, entry] of value) {
+      Object.defineProperty(object, String(key), {
+        value: fromCelValue(entry),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return object;
+  }
+  return value;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
 /** Builds the CEL environment with the host builtins registered; parameters are `dyn` so a wrong type reaches the builtin and is judged there. */
 function celEnvironment(builtins: HostBuiltins, variables: readonly string[]): Environment {
+  // Every builtin sees JSON-shaped arguments (as under Rego) and returns CEL-shaped values.
+  const host =
+    <Arguments extends unknown[]>(builtin: (...values: Arguments) => unknown) =>
+    (...values: Arguments): unknown =>
+      toCelValue(builtin(...(values.map(fromCelValue) as Arguments)));
   const environment = new Environment({ homogeneousAggregateLiterals: false, enableOptionalTypes: true })
-    .registerFunction('sha256(dyn): string', (value: unknown) => builtins.sha256Hex(value))
-    .registerFunction('base64url_encode_no_pad(dyn): string', (value: unknown) => builtins.base64urlEncodeNoPad(value))
-    .registerFunction('base64url_decode(dyn): string', (value: unknown) => builtins.base64urlDecode(value))
-    .registerFunction('parse_json(dyn): dyn', (value: unknown) => builtins.parseJson(value))
-    .registerFunction('key_from_did_key(dyn): dyn', (did: unknown) => builtins.keyFromDidKey(did))
-    .registerFunction('jwt_verify_eddsa(dyn, dyn): bool', (jws: unknown, jwk: unknown) =>
-      builtins.jwtVerifyEddsa(jws, jwk),
+    .registerFunction(
+      'sha256(dyn): string',
+      host((value: unknown) => builtins.sha256Hex(value)),
     )
-    .registerFunction('verify_webauthn(dyn, dyn, dyn, dyn): bool', (a: unknown, c: unknown, s: unknown, k: unknown) =>
-      builtins.verifyWebauthn(a, c, s, k),
+    .registerFunction(
+      'base64url_encode_no_pad(dyn): string',
+      host((value: unknown) => builtins.base64urlEncodeNoPad(value)),
+    )
+    .registerFunction(
+      'base64url_decode(dyn): string',
+      host((value: unknown) => builtins.base64urlDecode(value)),
+    )
+    .registerFunction(
+      'parse_json(dyn): dyn',
+      host((value: unknown) => builtins.parseJson(value)),
+    )
+    .registerFunction(
+      'key_from_did_key(dyn): dyn',
+      host((did: unknown) => builtins.keyFromDidKey(did)),
+    )
+    .registerFunction(
+      'jwt_verify_eddsa(dyn, dyn): bool',
+      host((jws: unknown, jwk: unknown) => builtins.jwtVerifyEddsa(jws, jwk)),
+    )
+    .registerFunction(
+      'verify_webauthn(dyn, dyn, dyn, dyn): bool',
+      host((a: unknown, c: unknown, s: unknown, k: unknown) => builtins.verifyWebauthn(a, c, s, k)),
     );
   for (const name of variables) environment.registerVariable(name, 'dyn');
   return environment;
@@ -123,7 +189,8 @@ export function loadCelEngine(options: CelEngineOptions): PolicyEngine {
     async evaluate(input: unknown): Promise<PolicyOutcome> {
       let raw: RawEngineResult;
       try {
-        const activation: Record<string, unknown> = { input };
+        // CEL reads the same shape Rego does: every object a map, whatever its keys.
+        const activation: Record<string, unknown> = { input: toCelValue(input) };
         for (const binding of bindings) activation[binding.name] = binding.expression(activation);
         const passed: boolean[] = [];
         const failedChecks: string[] = [];

@@ -13,7 +13,19 @@ export interface SingleUseFilterOptions {
   readonly now?: () => number;
   /** Receives store faults for logs. */
   readonly onError?: (error: unknown) => void;
+  /**
+   * The longest an evidence's `exp` may lie ahead of now, in milliseconds (default
+   * {@link DEFAULT_MAX_EVIDENCE_LIFETIME_MS}). Evidence claiming to live longer is refused
+   * before the store is touched.
+   */
+  readonly maxLifetimeMs?: number;
 }
+
+/**
+ * 24 hours plus 60 s of clock skew: the longest-lived single-use evidence SPEC §5.2 issues
+ * (`PaymentReceipt`, `FulfilmentCommitment`); invoices and approvals live minutes.
+ */
+export const DEFAULT_MAX_EVIDENCE_LIFETIME_MS = 24 * 60 * 60 * 1000 + 60 * 1000;
 
 /**
  * Single-use evidence (SPEC §4.7): keys on the `jti` inside each signed payload. An id already
@@ -22,10 +34,12 @@ export interface SingleUseFilterOptions {
  */
 export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
   const now = options.now ?? Date.now;
+  const maxLifetimeMs = options.maxLifetimeMs ?? DEFAULT_MAX_EVIDENCE_LIFETIME_MS;
   return async function singleUse(request: CallRequest, context: CallContext): Promise<CallVerdict> {
     // 1. Read each evidence id. The payload is not verified yet: a forged id can only cause a refusal,
     //    and nothing is spent unless the policy (which verifies the signature) allows.
     const ids: EvidenceId[] = [];
+    const checkedAt = now();
     for (const field of options.evidenceFields) {
       const value = Object.hasOwn(request.arguments, field) ? request.arguments[field] : undefined;
       if (value === undefined || value === null) continue;
@@ -34,6 +48,15 @@ export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
         return {
           decision: 'deny',
           reason: `\`${field}\` is not single-use evidence (a signed credential with jti and exp).`,
+        };
+      // An `exp` far ahead (1e16 s) is no evidence anyone issues, and would not fit the store's
+      // expiry column: refuse it for what it is, before the store is touched.
+      if (!(evidence.expiresAt - checkedAt <= maxLifetimeMs))
+        return {
+          decision: 'deny',
+          reason:
+            `\`${field}\` claims an implausibly long lifetime (its exp is more than ` +
+            `${describeDuration(maxLifetimeMs)} ahead), so it is not accepted as single-use evidence. Obtain fresh evidence.`,
         };
       ids.push(evidence);
     }
@@ -82,6 +105,14 @@ export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
     }
     return verdict;
   };
+}
+
+/** "24 hours", "15 minutes" or "90 seconds" (rounded down), for refusal messages. */
+function describeDuration(milliseconds: number): string {
+  const seconds = Math.floor(milliseconds / 1000);
+  if (seconds >= 3600) return `${Math.floor(seconds / 3600)} hours`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)} minutes`;
+  return `${seconds} seconds`;
 }
 
 /** `{id: jti, expiresAt: exp}` from a compact JWS payload, or undefined when it has neither. */

@@ -55,6 +55,14 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
   }
   const pending = new Map<number, { resolve: (vectors: Float32Array[]) => void; reject: (error: Error) => void }>();
   let nextId = 0;
+  let closing = false;
+  /** Called once no request is in flight (see `close`). */
+  const drainWaiters: (() => void)[] = [];
+  const settled = () => {
+    if (pending.size > 0) return;
+    worker.unref();
+    for (const drained of drainWaiters.splice(0)) drained();
+  };
   const started = new Promise<string | undefined>((resolve) => {
     worker.on('message', (message: WorkerMessage) => {
       if ('log' in message) options.log(message.log);
@@ -63,7 +71,7 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
       else {
         const request = pending.get(message.id);
         pending.delete(message.id);
-        if (pending.size === 0) worker.unref();
+        settled();
         if ('vectors' in message) request?.resolve(message.vectors);
         else request?.reject(new Error(`embedding failed: ${message.error}`));
       }
@@ -79,12 +87,14 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
   worker.once('error', (error) => {
     for (const request of pending.values()) request.reject(error);
     pending.clear();
+    settled();
   });
   const { matmul, Tensor } = await import('@huggingface/transformers');
   return {
     model: miniLmModel,
     embed(texts) {
       if (texts.length === 0) return Promise.resolve([]);
+      if (closing) return Promise.reject(new Error('the embedding model is shutting down'));
       const id = nextId++;
       worker.ref();
       return new Promise((resolve, reject) => {
@@ -101,6 +111,13 @@ export async function loadMiniLm(options: MiniLmOptions): Promise<Embedder | und
       );
       return product.data as Float32Array;
     },
-    close: () => worker.terminate().then(() => undefined),
+    // Terminating the thread while onnxruntime runs an inference there aborts the whole process
+    // (SIGABRT: the native callback throws into a torn-down environment; issue 11, item 16), so
+    // new requests are refused and the one in flight is waited for before the thread is stopped.
+    async close() {
+      closing = true;
+      if (pending.size > 0) await new Promise<void>((drained) => drainWaiters.push(drained));
+      await worker.terminate();
+    },
   };
 }

@@ -1,17 +1,33 @@
 import { z } from 'zod';
 import { ProxyError } from '../errors';
 
-/** Secret markers used when the config names none (SPEC §3.10). Matched on whole words, so `max_tokens` is not a secret. */
+/**
+ * Secret markers used when the config names none (SPEC §3.10). Matched on normalised whole words
+ * (see `matchSecretMarker`), so `passWord` and `pаssword` are secrets and `max_tokens` is not.
+ */
 export const DEFAULT_SECRET_MARKERS: readonly string[] = [
   'password',
+  'passwd',
+  'pwd',
   'passphrase',
   'secret',
   'token',
   'access_token',
+  'access_key',
   'api_key',
   'apikey',
   'credential',
   'private_key',
+  'ssh_key',
+  'authorization',
+  'bearer',
+  'cookie',
+  'session_id',
+  'pin',
+  'otp',
+  'ssn',
+  'mnemonic',
+  'seed_phrase',
   'payment',
   'card',
   'cvv',

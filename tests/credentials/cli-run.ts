@@ -31,7 +31,10 @@ export interface CliResult {
  * Runs `node <args>` to completion without blocking this process's event loop (fixture servers
  * the child talks to may live in this process), and collects its exit code and output.
  */
-export function runNode(args: string[], options: { env: Record<string, string>; input?: string }) {
+export function runNode(
+  args: string[],
+  options: { env: Record<string, string>; input?: string; closeStdinAfter?: string },
+) {
   return new Promise<CliResult>((resolve, reject) => {
     const child = spawn(process.execPath, args, { env: options.env });
     let stdout = '';
@@ -39,17 +42,24 @@ export function runNode(args: string[], options: { env: Record<string, string>; 
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
     });
+    const { closeStdinAfter } = options;
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
+      if (closeStdinAfter !== undefined && stderr.includes(closeStdinAfter)) child.stdin.end();
     });
     child.once('error', reject);
     child.once('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
+    // Stdin's end stops the proxy: keep it open until the awaited line when there is one.
+    if (closeStdinAfter === undefined) child.stdin.end(options.input ?? '');
+    else child.stdin.write(options.input ?? '');
   });
 }
 
 /** Runs the CLI to completion (see {@link runNode}); offline by default. */
-export function runCli(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
+export function runCli(
+  args: string[],
+  options: { env?: Record<string, string>; input?: string; closeStdinAfter?: string } = {},
+) {
   return runNode([bin, ...args], { ...options, env: options.env ?? cliEnv() });
 }
 

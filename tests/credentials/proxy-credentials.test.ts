@@ -45,6 +45,8 @@ async function credentialedProxy(options: {
     embeddings: false,
     logger,
     onEvent: events.onEvent,
+    // The fixtures listen on loopback: runtime loads of them need the operator's opt-in (SPEC §3.4).
+    allowLocalhostLoads: true,
     servers: options.servers,
     credentials: createTokenCredentials({
       tokensPath: options.tokensPath,
@@ -85,9 +87,9 @@ describe('URL binding (SPEC §3.9)', () => {
     expect(new Set(seen)).toEqual(new Set([`Bearer ${testTokens.configured}`]));
   });
 
-  it('load_mcp_server of a configured name at another URL connects anonymously', async () => {
+  it('load_mcp_server of a configured name at another URL is refused, so no token can follow it', async () => {
     const server = await fixture();
-    // "notion" is configured (its URL is down at startup, so the name is free to load).
+    // "notion" is configured (its URL is down at startup); the name stays the operator's (SPEC §3.4).
     const attacker = await fixture();
     for (const url of [server.altUrl, attacker.url]) {
       const { started, client } = await credentialedProxy({
@@ -98,17 +100,15 @@ describe('URL binding (SPEC §3.9)', () => {
       const loaded = await visible(
         client.callTool({ name: 'load_mcp_server', arguments: { server_name: 'notion', url } }),
       );
-      expect(textOf(loaded)).toMatch(/Loaded "notion" with 5 tools/);
+      expect(textOf(loaded)).toMatch(/"notion" belongs to the operator's configuration/);
     }
     // The operator-configured URL did get the token at startup: binding, not a missing token.
     expect(authorizations(server, '/down')).toEqual([
       `Bearer ${testTokens.configured}`,
       `Bearer ${testTokens.configured}`,
     ]);
-    expect(authorizations(server, '/alt/mcp').length).toBeGreaterThan(0);
-    expect(authorizations(server, '/alt/mcp').every((header) => header === undefined)).toBe(true);
-    expect(attacker.seen.length).toBeGreaterThan(0);
-    expect(attacker.seen.every((request) => request.headers.authorization === undefined)).toBe(true);
+    expect(authorizations(server, '/alt/mcp')).toEqual([]);
+    expect(attacker.seen).toEqual([]);
   });
 
   it('a server loaded at runtime under a new name sends no Authorization header', async () => {

@@ -17,9 +17,12 @@ async function fixture(bearer: string): Promise<HttpFixture> {
   return started;
 }
 
-/** Starts the proxy over stdio with an empty stdin: it connects its servers, then stops. */
+/**
+ * Starts the proxy over stdio and closes its stdin once it reports its servers connected, which
+ * stops it: the proxy serves at once, so an empty stdin would stop it before that.
+ */
 async function startAndStop(configPath: string, env: Record<string, string>) {
-  const result = await runCli(['--config', configPath], { env: cliEnv(env) });
+  const result = await runCli(['--config', configPath], { env: cliEnv(env), closeStdinAfter: 'connected ' });
   leaks.capture(result.stdout);
   leaks.capture(result.stderr);
   return result;

@@ -168,16 +168,17 @@ describe('createHttpHandler', () => {
     expect(handler.sessions).toBe(0);
   });
 
-  it('refuses a session beyond maxSessions with 503 while the others are live', async () => {
+  it('a session beyond maxSessions closes the least recently used idle one (issue 11: no lock-out)', async () => {
     const handler = await handlerFor();
     const first = await openSession(handler);
     const second = await openSession(handler);
-    const third = await handler.handle(post(initialize));
-    expect(third.status).toBe(503);
-    expect(third.headers.get('mcp-session-id')).toBeNull();
-    expect(handler.sessions).toBe(2);
     expect((await listOn(handler, first)).status).toBe(200);
-    expect((await listOn(handler, second)).status).toBe(200);
+    // `second` is now the least recently used: it makes room.
+    const third = await openSession(handler);
+    expect(handler.sessions).toBe(2);
+    expect((await listOn(handler, second)).status).toBe(404);
+    expect((await listOn(handler, first)).status).toBe(200);
+    expect((await listOn(handler, third)).status).toBe(200);
   });
 
   it('concurrent initializes cannot overshoot maxSessions (regression: the bound was checked before any was registered)', async () => {
@@ -200,7 +201,10 @@ describe('createHttpHandler', () => {
     expect((await listOn(handler, idle)).status).toBe(404);
     expect((await listOn(handler, used)).status).toBe(200);
     await openSession(handler);
-    expect((await handler.handle(post(initialize))).status).toBe(503);
+    // Full again: one more evicts the least recently used idle session instead of being refused.
+    await openSession(handler);
+    expect(handler.sessions).toBe(2);
+    expect((await listOn(handler, used)).status).toBe(404);
   });
 
   it('a new session sweeps expired ones first, even before the sweeper has run', async () => {
@@ -208,7 +212,6 @@ describe('createHttpHandler', () => {
     const handler = await handlerFor();
     const first = await openSession(handler);
     const second = await openSession(handler);
-    expect((await handler.handle(post(initialize))).status).toBe(503);
     vi.setSystemTime(Date.now() + idleTimeoutMs);
     await openSession(handler);
     expect(handler.sessions).toBe(1);

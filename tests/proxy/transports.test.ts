@@ -150,6 +150,7 @@ describe('Streamable HTTP downstreams', () => {
     const proxy = createGateway({
       embeddings: false,
       logger: memoryLogger(),
+      allowLocalhostLoads: true,
       servers: { moved: { kind: 'http', url: fixture.redirectUrl } },
     });
     cleanups.push(() => proxy.close());
@@ -167,7 +168,7 @@ describe('Streamable HTTP downstreams', () => {
 
   it('load_mcp_server connects, indexes and lets the model call the new tools', async () => {
     const fixture = await httpFixture();
-    const client = await connectClient(await started({}));
+    const client = await connectClient(await started({ allowLocalhostLoads: true }));
     const loaded = await client.callTool({
       name: 'load_mcp_server',
       arguments: { server_name: 'runtime', url: fixture.url },

@@ -1,0 +1,155 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  FIXTURE_NOW,
+  FIXTURE_PAYEE,
+  fixtureParty,
+  spendCredential,
+  spendLimitTrust,
+} from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
+import {
+  createGateway,
+  createHostBuiltins,
+  createRouteResolver,
+  type EvidenceStore,
+  loadBundle,
+  openSqliteEvidenceStore,
+  policyFilter,
+  singleUseFilter,
+} from '../../proxy/index';
+import { callTool, connectClient, memoryLogger, textOf } from '../proxy/helpers';
+
+// Issue 11 item 17: signed evidence whose `exp` lies absurdly far ahead (1e16 seconds) reached
+// the evidence store, overflowed it, and was refused as "evidence store is unavailable". It must
+// be refused for what it is, an implausible lifetime, before the store is touched at all.
+const requester = fixtureParty('requester');
+const approver = fixtureParty('approver');
+const trust = spendLimitTrust(requester, approver);
+const directory = new URL('../../policies/spend-limit', import.meta.url).pathname;
+const NOW_MS = FIXTURE_NOW * 1000;
+
+function bankServer(received: unknown[]): Server {
+  const server = new Server({ name: 'bank', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: [
+      {
+        name: 'pay',
+        description: 'Pay an amount in cents to a payee',
+        inputSchema: {
+          type: 'object',
+          properties: { amountCents: { type: 'integer' }, payee: { type: 'string' } },
+          required: ['amountCents', 'payee'],
+        },
+      },
+    ],
+  }));
+  server.setRequestHandler(CallToolRequestSchema, (request) => {
+    received.push(request.params.arguments);
+    return { content: [{ type: 'text', text: 'paid' }] };
+  });
+  return server;
+}
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** The real SQLite store, with every reserve the filter makes counted. */
+async function countingStore() {
+  const folder = mkdtempSync(join(tmpdir(), 'emcp-evidence-'));
+  cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
+  const store = await openSqliteEvidenceStore({ path: join(folder, 'evidence.sqlite'), capacity: 1_000 });
+  const reserves: unknown[] = [];
+  const counting: EvidenceStore = {
+    reserve: (ids, now) => {
+      reserves.push(ids);
+      return store.reserve(ids, now);
+    },
+    commit: (reservation) => store.commit(reservation),
+    release: (reservation) => store.release(reservation),
+    isSpent: (id, now) => store.isSpent(id, now),
+    close: () => store.close(),
+  };
+  return { store: counting, reserves };
+}
+
+describe.each(['rego', 'cel'] as const)('evidence with an implausible lifetime (%s)', (engine) => {
+  async function setup() {
+    const received: unknown[] = [];
+    const errors: unknown[] = [];
+    const bundle = await loadBundle({ directory, builtins: createHostBuiltins(), engine });
+    const { store, reserves } = await countingStore();
+    const governed = singleUseFilter({
+      inner: policyFilter({ bundle, config: { trust }, now: () => NOW_MS }),
+      store,
+      evidenceFields: ['requesterCredential', 'approverCredential'],
+      now: () => NOW_MS,
+      onError: (error) => errors.push(error),
+    });
+    const gateway = createGateway({
+      servers: { bank: { kind: 'in-process', server: bankServer(received) } },
+      embeddings: false,
+      logger: memoryLogger(),
+      governance: {
+        resolve: createRouteResolver({ routes: [{ name: 'bank', bundle: 'spend-limit' }], unmapped: 'refuse' }),
+        bundles: { 'spend-limit': { bundle, filter: governed } },
+      },
+    });
+    cleanups.push(() => gateway.close());
+    await gateway.start();
+    const client = await connectClient(gateway);
+    await client.callTool({ name: 'search_tools', arguments: { query: 'pay an amount to a payee' } });
+    return { client, received, reserves, errors };
+  }
+
+  it.each([
+    ['1e16 seconds', 1e16],
+    ['a year ahead', FIXTURE_NOW + 366 * 24 * 3600],
+    ['past the largest safe millisecond', Number.MAX_SAFE_INTEGER],
+  ])('refuses exp %s as an implausible lifetime without touching the store', async (_label, exp) => {
+    const { client, received, reserves, errors } = await setup();
+    const credential = spendCredential({
+      issuer: requester,
+      type: 'SpendRequest',
+      amountCents: 500,
+      jti: `urn:uuid:${engine}-long-lived`,
+      exp,
+    });
+    const result = await callTool(client, 'bank__pay', {
+      amountCents: 500,
+      payee: FIXTURE_PAYEE,
+      requesterCredential: credential,
+    });
+    expect(result.isError).toBe(true);
+    const text = textOf(result);
+    expect(text).toMatch(/`requesterCredential`.*lifetime/);
+    expect(text).not.toMatch(/unavailable/);
+    expect(text).not.toContain(credential);
+    expect(reserves).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(received).toEqual([]);
+  });
+
+  it('still accepts evidence with an ordinary lifetime', async () => {
+    const { client, received, reserves } = await setup();
+    const credential = spendCredential({
+      issuer: requester,
+      type: 'SpendRequest',
+      amountCents: 500,
+      jti: `urn:uuid:${engine}-ordinary`,
+    });
+    const result = await callTool(client, 'bank__pay', {
+      amountCents: 500,
+      payee: FIXTURE_PAYEE,
+      requesterCredential: credential,
+    });
+    expect(textOf(result)).toBe('paid');
+    expect(reserves).toHaveLength(1);
+    expect(received).toHaveLength(1);
+  });
+});
