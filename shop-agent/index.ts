@@ -25,7 +25,9 @@ export {
   type Violation,
   type ViolationCode,
 } from './policy-floor.js';
+export { DEFAULT_SESSION_LIMITS, type SessionLimits } from './session-table.js';
 export { createShop, type Shop, type ShopOptions, type ShopOutcome } from './shop.js';
 export { SHOP_ERROR_CODES, ShopError, type ShopErrorCode } from './shop-error.js';
 export { createShopServer, type ShopServerOptions } from './shop-server.js';
+export { CLOCK_SKEW_SECONDS, checkTimeClaims, MAX_LIFETIME_SECONDS, type TimeClaimsVerdict } from './time-claims.js';
 export { invoiceHash, type ReceiptVerification, verifyReceipt } from './verify-receipt.js';

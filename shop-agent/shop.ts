@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import type { Clerk } from './clerk.js';
 import { type DidDocument, didDocument } from './did-document.js';
 import type { MerchantKey } from './key-store.js';
@@ -15,10 +16,11 @@ import {
   type Violation,
 } from './policy-floor.js';
 import { signCredential } from './sign-credential.js';
+import { checkTimeClaims, MAX_LIFETIME_SECONDS } from './time-claims.js';
 import { invoiceHash, verifyReceipt } from './verify-receipt.js';
 
 /** Invoice lifetime: the household must pay within five minutes (SPEC §6). */
-export const INVOICE_TTL_SECONDS = 300;
+export const INVOICE_TTL_SECONDS = MAX_LIFETIME_SECONDS.Invoice;
 /** Commitment lifetime: long enough for the household to record it in its audit chain. */
 export const COMMITMENT_TTL_SECONDS = 86_400;
 /** The promised delivery time. */
@@ -227,9 +229,17 @@ export function createShop(options: ShopOptions): Shop {
       // Step 4: for a nonce this shop issued.
       const order = orders.get(receipt.invoiceId);
       if (order === undefined) return refuse('Receipt refused: this shop never issued that invoice.');
-      // Step 5: not fulfilled yet (re-checked atomically in step 9).
+      // Step 5: not fulfilled yet (re-checked atomically in step 10).
       if (order.status !== 'invoiced') return refuse('Receipt refused: this order was already fulfilled.');
-      // Step 6: the amount and currency paid are exactly the invoice's.
+      // Step 6: the invoice being fulfilled is still within its own exp (SPEC §5.2): an expired
+      // invoice's terms bind nobody, whatever a receipt says. The stored bytes are the shop's own.
+      const invoiceWindow = invoiceTimeClaims(order.invoice, at);
+      if (!invoiceWindow.ok) {
+        return refuse(
+          `Receipt refused: the invoice it pays has expired or is not usable (${invoiceWindow.reason}); request a new invoice.`,
+        );
+      }
+      // Step 7: the amount and currency paid are exactly the invoice's.
       if (receipt.amountCents !== order.totalCents) {
         return refuse(
           `Receipt refused: it pays ${receipt.amountCents} cents but the invoice is for ${order.totalCents} cents.`,
@@ -238,11 +248,11 @@ export function createShop(options: ShopOptions): Shop {
       if (receipt.currency !== order.currency) {
         return refuse(`Receipt refused: it pays in "${receipt.currency}" but the invoice is in "${order.currency}".`);
       }
-      // Step 7: it is bound to the exact invoice bytes this shop signed.
+      // Step 8: it is bound to the exact invoice bytes this shop signed.
       if (receipt.invoiceHash !== invoiceHash(order.invoice)) {
         return refuse('Receipt refused: its invoiceHash does not match the invoice this shop issued.');
       }
-      // Step 8: sign the commitment to deliver.
+      // Step 9: sign the commitment to deliver.
       const signed = await signCredential(key, {
         type: 'FulfilmentCommitment',
         subject: {
@@ -255,7 +265,7 @@ export function createShop(options: ShopOptions): Shop {
         ttlSeconds: COMMITMENT_TTL_SECONDS,
         now: at,
       });
-      // Step 9: spend the nonce atomically; a concurrent fulfil that lost the race ships nothing.
+      // Step 10: spend the nonce atomically; a concurrent fulfil that lost the race ships nothing.
       const won = orders.markFulfilled({
         nonce: order.nonce,
         paymentRef: receipt.paymentRef,
@@ -267,4 +277,15 @@ export function createShop(options: ShopOptions): Shop {
       return { ok: true, value: { commitment: signed.jws, invoiceId: order.nonce, etaMinutes: ETA_MINUTES } };
     },
   };
+}
+
+/** The time-claim verdict on an invoice this shop signed and stored (a malformed one is refused). */
+function invoiceTimeClaims(invoice: string, now: Date): ReturnType<typeof checkTimeClaims> {
+  let payload: Record<string, unknown>;
+  try {
+    payload = decodeJwt(invoice);
+  } catch {
+    return { ok: false, reason: 'the stored invoice cannot be read' };
+  }
+  return checkTimeClaims(payload, { now, maxLifetimeSeconds: MAX_LIFETIME_SECONDS.Invoice });
 }

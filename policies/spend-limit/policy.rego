@@ -99,13 +99,24 @@ issuer_ok(claims, did) if {
 	claims.iss == did
 }
 
+# Time bounds (SPEC §5.2): iat, nbf and exp are required numbers; iat and nbf may be in the future
+# by at most the clock skew; the credential is not expired; and its lifetime (exp - iat) is
+# positive and at most the maximum, so an open-ended or far-future credential never counts.
+clock_skew_seconds := 60
+
+max_lifetime_seconds := 900
+
 default window_ok(_) := false
 
 window_ok(claims) if {
+	is_number(claims.iat)
 	is_number(claims.nbf)
 	is_number(claims.exp)
-	claims.nbf <= input.now
+	claims.iat - clock_skew_seconds <= input.now
+	claims.nbf - clock_skew_seconds <= input.now
 	input.now < claims.exp
+	claims.iat < claims.exp
+	claims.exp - claims.iat <= max_lifetime_seconds
 }
 
 default bound_ok(_, _) := false

@@ -13,11 +13,34 @@ export type ReceiptSubjectInput = {
   status: string;
 };
 
+/**
+ * How to sign a test receipt. The defaults make an honest receipt; the time variants make the
+ * stale or open-ended evidence a verifier must refuse (SPEC §5.2).
+ */
+export type SignReceiptOptions = {
+  /** Lifetime in seconds, `exp - iat` (default one hour). */
+  ttlSeconds?: number;
+  /** The VC type after `VerifiableCredential` (default `PaymentReceipt`). */
+  type?: string;
+  /** The signer's clock in seconds since the epoch (default: the real clock). */
+  nowSeconds?: number;
+  /** Leave `exp` out: an open-ended receipt. */
+  omitExp?: boolean;
+  /** Leave `iat` out. */
+  omitIat?: boolean;
+  /** Leave `nbf` out. */
+  omitNbf?: boolean;
+  /** Seconds added to `iat` (e.g. years in the future); `nbf` stays at the signer's now. */
+  iatOffsetSeconds?: number;
+  /** Seconds added to `nbf`. */
+  nbfOffsetSeconds?: number;
+};
+
 /** A stand-in settlement service for tests: its own did:key and a receipt signer. */
 export type SettlementFixture = {
   did: string;
   /** Sign a PaymentReceipt JWT-VC with this settlement key. */
-  signReceipt(subject: ReceiptSubjectInput, options?: { ttlSeconds?: number; type?: string }): Promise<string>;
+  signReceipt(subject: ReceiptSubjectInput, options?: SignReceiptOptions): Promise<string>;
   /** The receipt subject that correctly pays a merchant-signed invoice, with optional overrides. */
   subjectFor(invoice: string, overrides?: Partial<ReceiptSubjectInput>): ReceiptSubjectInput;
 };
@@ -32,8 +55,8 @@ export async function createSettlementFixture(): Promise<SettlementFixture> {
   return {
     did,
     async signReceipt(subject, options) {
-      const now = Math.floor(Date.now() / 1000);
-      return new SignJWT({
+      const now = options?.nowSeconds ?? Math.floor(Date.now() / 1000);
+      const jwt = new SignJWT({
         vc: {
           '@context': ['https://www.w3.org/2018/credentials/v1'],
           type: ['VerifiableCredential', options?.type ?? 'PaymentReceipt'],
@@ -42,11 +65,11 @@ export async function createSettlementFixture(): Promise<SettlementFixture> {
       })
         .setProtectedHeader({ alg: 'EdDSA', typ: 'JWT', kid })
         .setIssuer(did)
-        .setJti(`urn:uuid:${crypto.randomUUID()}`)
-        .setIssuedAt(now)
-        .setNotBefore(now)
-        .setExpirationTime(now + (options?.ttlSeconds ?? 3600))
-        .sign(privateKey);
+        .setJti(`urn:uuid:${crypto.randomUUID()}`);
+      if (options?.omitNbf !== true) jwt.setNotBefore(now + (options?.nbfOffsetSeconds ?? 0));
+      if (options?.omitIat !== true) jwt.setIssuedAt(now + (options?.iatOffsetSeconds ?? 0));
+      if (options?.omitExp !== true) jwt.setExpirationTime(now + (options?.ttlSeconds ?? 3600));
+      return jwt.sign(privateKey);
     },
     subjectFor(invoice, overrides) {
       const claims = decodeJwt(invoice) as {

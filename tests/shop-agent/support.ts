@@ -1,7 +1,24 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  createDeterministicClerk,
+  createShop,
+  createShopServer,
+  type HttpServerOptions,
+  loadOrCreateMerchantKey,
+  openOrderStore,
+  type RunningHttpServer,
+  type ShopOptions,
+  startHttpServer,
+} from '../../shop-agent/index.js';
 
 /** Repository root, so the shop is started exactly as documented: `shop-agent/main.ts`. */
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -62,4 +79,103 @@ export function startHttpShop(
     });
     child.once('exit', (code) => reject(new Error(`shop exited with ${code} before starting: ${buffer}`)));
   });
+}
+
+/** An in-process shop over real HTTP on loopback, wired like `main.ts` but with test knobs. */
+export type InProcessShop = { server: RunningHttpServer; events: { event: string; fields: Record<string, unknown> }[] };
+
+/**
+ * Start the shop's own HTTP server factory in this process (a real socket on 127.0.0.1), so a
+ * test can inject the shop's clock or the server's limits. `close()` also removes the data folder.
+ */
+export async function startInProcessShop(
+  options: {
+    settlementDid?: string;
+    now?: () => Date;
+    http?: Partial<Omit<HttpServerOptions, 'createMcpServer' | 'didDocument'>>;
+  } = {},
+): Promise<InProcessShop> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'shop-inproc-'));
+  const events: InProcessShop['events'] = [];
+  const log = (event: string, fields: Record<string, unknown>) => {
+    events.push({ event, fields });
+  };
+  const key = await loadOrCreateMerchantKey(dataDir);
+  const orders = openOrderStore(join(dataDir, 'orders.sqlite'));
+  const shopOptions: ShopOptions = {
+    key,
+    orders,
+    clerk: createDeterministicClerk(),
+    merchantName: 'Test Pizza',
+    settlementDid: options.settlementDid,
+    log,
+    ...(options.now === undefined ? {} : { now: options.now }),
+  };
+  const shop = createShop(shopOptions);
+  const server = await startHttpServer({
+    host: '127.0.0.1',
+    port: 0,
+    log,
+    ...options.http,
+    createMcpServer: () => createShopServer({ shop, log }),
+    didDocument: shop.card().didDocument,
+  });
+  return {
+    events,
+    server: {
+      ...server,
+      async close() {
+        await server.close();
+        orders.close();
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    },
+  };
+}
+
+/**
+ * A `fetch` whose connections leave from `localAddress` (any 127.0.0.0/8 address is loopback on
+ * Linux), so a test can play two different remote addresses against one server.
+ */
+export function fetchFrom(localAddress: string): typeof fetch {
+  return (input, init) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const headers = new Headers(init?.headers);
+      const outgoing = httpRequest(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: `${url.pathname}${url.search}`,
+          method: init?.method ?? 'GET',
+          headers: Object.fromEntries(headers.entries()),
+          localAddress,
+          agent: false,
+        },
+        (response) => {
+          const body = response.statusCode === 204 ? null : (Readable.toWeb(response) as ReadableStream<Uint8Array>);
+          resolve(new Response(body, { status: response.statusCode ?? 0, headers: toHeaders(response.headers) }));
+        },
+      );
+      outgoing.on('error', reject);
+      init?.signal?.addEventListener('abort', () => outgoing.destroy(new Error('aborted')), { once: true });
+      if (typeof init?.body === 'string') outgoing.end(init.body);
+      else outgoing.end();
+    });
+}
+
+function toHeaders(incoming: IncomingHttpHeaders): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  return headers;
+}
+
+/** A real SDK client over Streamable HTTP, its connections leaving from `localAddress`. */
+export async function connectHttpFrom(url: string, localAddress = '127.0.0.1'): Promise<Client> {
+  const client = new Client({ name: 'shop-security-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: fetchFrom(localAddress) }));
+  return client;
 }
