@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles every policy bundle's Rego (policies/*/policy.rego) and every example
-# (examples/*.rego) to WASM with the pinned opa, in place. Usage: bash scripts/policies-build.sh
+# (examples/**/*.rego, tests apart) to WASM with the pinned opa, in place.
+# Usage: bash scripts/policies-build.sh
 # policies-check.sh sources this file for its functions; it runs the build only when executed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,11 +54,19 @@ list_targets() {
     echo "${bundle%/}/policy.rego ${bundle#"$ROOT"/}policy.wasm allow failed_checks deny_reason decision"
   done
   local example
-  for example in "$ROOT"/examples/*.rego; do
-    [ -f "$example" ] || continue
-    case "$example" in *_test.rego) continue ;; esac
+  while read -r example; do
     echo "$example ${example#"$ROOT"/}" | sed 's/\.rego$/.wasm/' | sed 's/$/ allow deny_reason/'
-  done
+  done < <(example_sources)
+}
+
+# Example policies at any depth under examples/ (their *_test.rego files apart), in a stable order.
+example_sources() {
+  find "$ROOT/examples" -type f -name '*.rego' ! -name '*_test.rego' | LC_ALL=C sort
+}
+
+# The examples' Rego test files (<name>_test.rego beside <name>.rego), in a stable order.
+example_tests() {
+  find "$ROOT/examples" -type f -name '*_test.rego' | LC_ALL=C sort
 }
 
 # compile_target <rego> <wasm output path> <capabilities> <entrypoint names...>

@@ -12,7 +12,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 write_capabilities "$work/capabilities.json"
 
-# 1. Rego tests: every bundle folder and every example that has *_test.rego files.
+# 1. Rego tests: every bundle folder and every example (at any depth) that has *_test.rego files.
 status=0
 for bundle in "$ROOT"/policies/*/; do
   compgen -G "$bundle*_test.rego" >/dev/null || continue
@@ -21,11 +21,10 @@ for bundle in "$ROOT"/policies/*/; do
   echo "policies: opa test ${bundle#"$ROOT"/}" >&2
   "$OPA" test --capabilities "$work/capabilities.json" "${files[@]}" || status=1
 done
-for test_file in "$ROOT"/examples/*_test.rego; do
-  [ -f "$test_file" ] || continue
+while read -r test_file; do
   echo "policies: opa test ${test_file#"$ROOT"/}" >&2
   "$OPA" test --capabilities "$work/capabilities.json" "${test_file%_test.rego}.rego" "$test_file" || status=1
-done
+done < <(example_tests)
 
 # 2. Compile twice into temp dirs: the output must be deterministic.
 compile_all "$work/first"

@@ -23,6 +23,21 @@ const probes: Record<string, { source: string; refused: boolean }> = {
   'app/uses-proxy.ts': { source: "import { createGateway } from '@/proxy/index';", refused: true },
   'app/deep-lib.ts': { source: "import { runtime } from '@/lib/runtime';", refused: true },
   'app/lib-entry.ts': { source: "import { runtime } from '@/lib/index';", refused: false },
+  // proxy/ (and the CLI's bin/) is a library plus CLI that imports nothing of ours (SPEC §2) and
+  // no UI framework: it must run from an installed package, outside any checkout.
+  'proxy/cli/uses-next.ts': { source: "import { NextResponse } from 'next/server';", refused: true },
+  'proxy/uses-react.ts': { source: "import { useState } from 'react';", refused: true },
+  'proxy/meta-tools/uses-identity.ts': { source: "import { verify } from '../../identity/index';", refused: true },
+  'proxy/uses-lib.ts': { source: "import { runtime } from '../lib/index';", refused: true },
+  'proxy/cli/uses-lib-alias.ts': { source: "import { env } from '@/lib/env';", refused: true },
+  'proxy/uses-shop-agent.ts': { source: "import { menu } from '../shop-agent/index';", refused: true },
+  'bin/uses-identity.ts': { source: "import { verify } from '../identity/index';", refused: true },
+  'proxy/cli/own-code.ts': { source: "import { runCli } from './run-cli';", refused: false },
+  'proxy/cli/proxy-internals.ts': { source: "import { ToolIndex } from '../search/tool-index';", refused: false },
+  'proxy/uses-packages.ts': {
+    source: "import { Client } from '@modelcontextprotocol/sdk/client/index.js';",
+    refused: false,
+  },
 };
 
 let output = '';
