@@ -526,7 +526,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
           hits.map((hit) => hit.name),
         );
       }
-      return { mode: index.mode, hits };
+      return { mode: index.mode, hits, connecting: [...admitting] };
     },
 
     async call(input, context) {

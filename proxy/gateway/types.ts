@@ -69,6 +69,8 @@ export type SearchMode = 'loading' | 'hybrid' | 'lexical';
 export interface SearchResult {
   readonly mode: SearchMode;
   readonly hits: readonly SearchHit[];
+  /** Servers still connecting: their tools are not searchable yet (search again shortly). */
+  readonly connecting: readonly string[];
 }
 
 /** A call as the caller makes it. */

@@ -21,6 +21,7 @@ const searchInput = z.strictObject({
 const searchOutput = z.object({
   query: z.string(),
   search_mode: z.enum(['loading', 'hybrid', 'lexical']),
+  still_connecting: z.array(z.string()).optional(),
   results: z.array(
     z.object({
       name: z.string(),
@@ -96,6 +97,8 @@ async function searchTools(gateway: Gateway, args: unknown, context: CallContext
   const structured: z.infer<typeof searchOutput> = {
     query,
     search_mode: found.mode,
+    // Servers whose tools are not indexed yet: the model can search again instead of concluding none exist.
+    ...(found.connecting.length > 0 && { still_connecting: [...found.connecting] }),
     results: found.hits.map((hit) => ({
       name: hit.name,
       description: hit.description,
@@ -105,7 +108,11 @@ async function searchTools(gateway: Gateway, args: unknown, context: CallContext
   };
   const text =
     found.hits.length === 0
-      ? `No tools matched "${query}". Try rephrasing: name the action and the thing it acts on in other words (for example "send message" instead of "notify").`
+      ? `No tools matched "${query}". ${
+          found.connecting.length > 0
+            ? `Still connecting: ${found.connecting.join(', ')}; search again shortly.`
+            : 'Try rephrasing: name the action and the thing it acts on in other words (for example "send message" instead of "notify").'
+        }`
       : JSON.stringify(structured, null, 2);
   return { content: [{ type: 'text', text }], structuredContent: structured };
 }

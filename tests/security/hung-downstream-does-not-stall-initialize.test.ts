@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { searchNames } from '../proxy/helpers';
+import { textOf } from '../proxy/helpers';
 
 /**
  * Issue 11 item 15: one downstream that never answers `initialize` stalled the proxy's own
@@ -72,7 +72,10 @@ describe('a downstream that never initialises', () => {
     // The hanging child was started and its connection attempt is still pending: start() has not
     // settled (it logs "connected N of M" when it does), yet the client is fully served.
     await stderr.waitFor(/server "hung" stderr: never-initialises: started/);
-    expect(await searchNames(client, 'anything at all')).toEqual([]);
+    const found = await client.callTool({ name: 'search_tools', arguments: { query: 'anything at all' } });
+    // The model is told, not left to conclude the tools do not exist.
+    expect(found.structuredContent).toMatchObject({ results: [], still_connecting: ['hung'] });
+    expect(textOf(found)).toContain('Still connecting: hung; search again shortly.');
     await stderr.waitFor(/server "hung" is still connecting; its tools are not searchable yet/);
     expect(stderr.lines.some((line) => /connected \d+ of 1 servers|"hung" failed to start/.test(line))).toBe(false);
   });

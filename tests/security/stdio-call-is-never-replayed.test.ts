@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectInMemory, type ProxyEvent } from '../../proxy/index';
+import { cleanupStack, mortalFixture, startedGateway, waitableLogger } from '../gateway/support';
 import { callTool, searchNames, textOf } from '../proxy/helpers';
-import { cleanupStack, mortalFixture, startedGateway, waitableLogger } from './support';
 
 // SPEC §3.2 / §3.12: a stdio child that dies while a call is running. The call may have run, so
 // it is reported as "outcome unknown" and never retried; the next call restarts the child.
