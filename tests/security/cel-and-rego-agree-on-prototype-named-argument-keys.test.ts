@@ -1,88 +1,21 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  FIXTURE_NOW,
-  FIXTURE_PAYEE,
-  fixtureParty,
-  spendCredential,
-  spendLimitTrust,
-} from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
-import {
-  createGateway,
-  createHostBuiltins,
-  createRouteResolver,
-  type Gateway,
-  loadBundle,
-  openSqliteEvidenceStore,
-  policyFilter,
-  singleUseFilter,
-} from '../../proxy/index';
-import { callTool, connectClient, memoryLogger, textOf } from '../proxy/helpers';
+import { FIXTURE_PAYEE, spendCredential } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
+import { type GovernedBank, governedBank, requester } from '../policy/governed-bank';
+import { callTool, textOf } from '../proxy/helpers';
 
 // Issue 11 item 14: arguments with keys named like Object.prototype members (`constructor`,
 // `__proto__`, `toString`) made the CEL twin of the spend-limit bundle fault ("Unsupported
 // type") while Rego decided normally. Both engines must see the same input shape and so reach
 // the same outcome, end to end through the governed gateway.
-const requester = fixtureParty('requester');
-const approver = fixtureParty('approver');
-const trust = spendLimitTrust(requester, approver);
-const directory = new URL('../../policies/spend-limit', import.meta.url).pathname;
-
-function bankServer(received: unknown[]): Server {
-  const server = new Server({ name: 'bank', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: [
-      {
-        name: 'pay',
-        description: 'Pay an amount in cents to a payee',
-        inputSchema: {
-          type: 'object',
-          properties: { amountCents: { type: 'integer' }, payee: { type: 'string' } },
-          required: ['amountCents', 'payee'],
-        },
-      },
-    ],
-  }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
-    received.push(request.params.arguments);
-    return { content: [{ type: 'text', text: 'paid' }] };
-  });
-  return server;
-}
-
-const cleanups: (() => Promise<void> | void)[] = [];
+const opened: GovernedBank[] = [];
 afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await Promise.all(opened.splice(0).map((bank) => bank.close()));
 });
 
 async function governedGateway(engine: 'rego' | 'cel') {
-  const received: unknown[] = [];
-  const bundle = await loadBundle({ directory, builtins: createHostBuiltins(), engine });
-  const folder = mkdtempSync(join(tmpdir(), 'emcp-evidence-'));
-  const store = await openSqliteEvidenceStore({ path: join(folder, 'evidence.sqlite'), capacity: 1_000 });
-  const resolve = createRouteResolver({ routes: [{ name: 'bank', bundle: 'spend-limit' }], unmapped: 'refuse' });
-  const governed = singleUseFilter({
-    inner: policyFilter({ bundle, config: { trust }, now: () => FIXTURE_NOW * 1000 }),
-    store,
-    evidenceFields: ['requesterCredential', 'approverCredential'],
-    now: () => FIXTURE_NOW * 1000,
-  });
-  const gateway: Gateway = createGateway({
-    servers: { bank: { kind: 'in-process', server: bankServer(received) } },
-    embeddings: false,
-    logger: memoryLogger(),
-    governance: { resolve, bundles: { 'spend-limit': { bundle, filter: governed } } },
-  });
-  cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
-  cleanups.push(() => gateway.close());
-  await gateway.start();
-  const client = await connectClient(gateway);
-  await client.callTool({ name: 'search_tools', arguments: { query: 'pay an amount to a payee' } });
-  return { client, received };
+  const bank = await governedBank({ engine });
+  opened.push(bank);
+  return { client: bank.client, received: bank.received };
 }
 
 // Extra argument members, written as JSON so `__proto__` is an own key, not a prototype change.

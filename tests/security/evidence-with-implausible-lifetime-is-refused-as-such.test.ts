@@ -1,58 +1,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  FIXTURE_NOW,
-  FIXTURE_PAYEE,
-  fixtureParty,
-  spendCredential,
-  spendLimitTrust,
-} from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
-import {
-  createGateway,
-  createHostBuiltins,
-  createRouteResolver,
-  type EvidenceStore,
-  loadBundle,
-  openSqliteEvidenceStore,
-  policyFilter,
-  singleUseFilter,
-} from '../../proxy/index';
-import { callTool, connectClient, memoryLogger, textOf } from '../proxy/helpers';
+import { FIXTURE_NOW, FIXTURE_PAYEE, spendCredential } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
+import { type EvidenceStore, openSqliteEvidenceStore } from '../../proxy/index';
+import { governedBank, requester } from '../policy/governed-bank';
+import { callTool, textOf } from '../proxy/helpers';
 
 // Issue 11 item 17: signed evidence whose `exp` lies absurdly far ahead (1e16 seconds) reached
 // the evidence store, overflowed it, and was refused as "evidence store is unavailable". It must
 // be refused for what it is, an implausible lifetime, before the store is touched at all.
-const requester = fixtureParty('requester');
-const approver = fixtureParty('approver');
-const trust = spendLimitTrust(requester, approver);
-const directory = new URL('../../policies/spend-limit', import.meta.url).pathname;
-const NOW_MS = FIXTURE_NOW * 1000;
-
-function bankServer(received: unknown[]): Server {
-  const server = new Server({ name: 'bank', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: [
-      {
-        name: 'pay',
-        description: 'Pay an amount in cents to a payee',
-        inputSchema: {
-          type: 'object',
-          properties: { amountCents: { type: 'integer' }, payee: { type: 'string' } },
-          required: ['amountCents', 'payee'],
-        },
-      },
-    ],
-  }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
-    received.push(request.params.arguments);
-    return { content: [{ type: 'text', text: 'paid' }] };
-  });
-  return server;
-}
+const _NOW_MS = FIXTURE_NOW * 1000;
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -80,31 +38,11 @@ async function countingStore() {
 
 describe.each(['rego', 'cel'] as const)('evidence with an implausible lifetime (%s)', (engine) => {
   async function setup() {
-    const received: unknown[] = [];
     const errors: unknown[] = [];
-    const bundle = await loadBundle({ directory, builtins: createHostBuiltins(), engine });
     const { store, reserves } = await countingStore();
-    const governed = singleUseFilter({
-      inner: policyFilter({ bundle, config: { trust }, now: () => NOW_MS }),
-      store,
-      evidenceFields: ['requesterCredential', 'approverCredential'],
-      now: () => NOW_MS,
-      onError: (error) => errors.push(error),
-    });
-    const gateway = createGateway({
-      servers: { bank: { kind: 'in-process', server: bankServer(received) } },
-      embeddings: false,
-      logger: memoryLogger(),
-      governance: {
-        resolve: createRouteResolver({ routes: [{ name: 'bank', bundle: 'spend-limit' }], unmapped: 'refuse' }),
-        bundles: { 'spend-limit': { bundle, filter: governed } },
-      },
-    });
-    cleanups.push(() => gateway.close());
-    await gateway.start();
-    const client = await connectClient(gateway);
-    await client.callTool({ name: 'search_tools', arguments: { query: 'pay an amount to a payee' } });
-    return { client, received, reserves, errors };
+    const bank = await governedBank({ engine, store, onError: (error) => errors.push(error) });
+    cleanups.push(() => bank.close());
+    return { client: bank.client, received: bank.received, reserves, errors };
   }
 
   it.each([

@@ -1,8 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   FIXTURE_NOW,
@@ -12,17 +7,9 @@ import {
   spendCredential,
   spendLimitTrust,
 } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
-import {
-  createGateway,
-  createHostBuiltins,
-  createRouteResolver,
-  type Gateway,
-  loadBundle,
-  openSqliteEvidenceStore,
-  policyFilter,
-  singleUseFilter,
-} from '../../proxy/index';
-import { callTool, connectClient, memoryLogger, textOf } from '../proxy/helpers';
+import { createHostBuiltins, loadBundle } from '../../proxy/index';
+import { governedBank } from '../policy/governed-bank';
+import { callTool, textOf } from '../proxy/helpers';
 
 // Issue 11 item 12, policy side: the spend-limit bundle read `nbf` and `exp` but never `iat` nor a
 // lifetime, so a signed request "issued" years in the future, or valid for ten years, paid.
@@ -35,28 +22,6 @@ const requester = fixtureParty('requester');
 const trust = spendLimitTrust(requester, fixtureParty('approver'));
 const directory = new URL('../../policies/spend-limit', import.meta.url).pathname;
 
-function bankServer(received: unknown[]): Server {
-  const server = new Server({ name: 'bank', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: [
-      {
-        name: 'pay',
-        description: 'Pay an amount in cents to a payee',
-        inputSchema: {
-          type: 'object',
-          properties: { amountCents: { type: 'integer' }, payee: { type: 'string' } },
-          required: ['amountCents', 'payee'],
-        },
-      },
-    ],
-  }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
-    received.push(request.params.arguments);
-    return { content: [{ type: 'text', text: 'paid' }] };
-  });
-  return server;
-}
-
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
@@ -64,31 +29,9 @@ afterEach(async () => {
 
 describe.each(['rego', 'cel'] as const)('spend-limit bounds every time claim (%s)', (engine) => {
   async function setup() {
-    const received: unknown[] = [];
-    const bundle = await loadBundle({ directory, builtins: createHostBuiltins(), engine });
-    const folder = mkdtempSync(join(tmpdir(), 'emcp-time-claims-'));
-    cleanup.push(() => rmSync(folder, { recursive: true, force: true }));
-    const store = await openSqliteEvidenceStore({ path: join(folder, 'evidence.sqlite'), capacity: 1_000 });
-    const governed = singleUseFilter({
-      inner: policyFilter({ bundle, config: { trust }, now: () => FIXTURE_NOW * 1000 }),
-      store,
-      evidenceFields: ['requesterCredential', 'approverCredential'],
-      now: () => FIXTURE_NOW * 1000,
-    });
-    const gateway: Gateway = createGateway({
-      servers: { bank: { kind: 'in-process', server: bankServer(received) } },
-      embeddings: false,
-      logger: memoryLogger(),
-      governance: {
-        resolve: createRouteResolver({ routes: [{ name: 'bank', bundle: 'spend-limit' }], unmapped: 'refuse' }),
-        bundles: { 'spend-limit': { bundle, filter: governed } },
-      },
-    });
-    cleanup.push(() => gateway.close());
-    await gateway.start();
-    const client = await connectClient(gateway);
-    await client.callTool({ name: 'search_tools', arguments: { query: 'pay an amount to a payee' } });
-    return { client, received };
+    const bank = await governedBank({ engine });
+    cleanup.push(() => bank.close());
+    return { client: bank.client, received: bank.received };
   }
 
   const request = (jti: string, extra: Partial<SpendCredentialOptions>) =>
