@@ -88,39 +88,19 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 /** Builds the CEL environment with the host builtins registered; parameters are `dyn` so a wrong type reaches the builtin and is judged there. */
 function celEnvironment(builtins: HostBuiltins, variables: readonly string[]): Environment {
   // Every builtin sees JSON-shaped arguments (as under Rego) and returns CEL-shaped values.
-  const host =
-    <Arguments extends unknown[]>(builtin: (...values: Arguments) => unknown) =>
-    (...values: Arguments): unknown =>
-      toCelValue(builtin(...(values.map(fromCelValue) as Arguments)));
-  const environment = new Environment({ homogeneousAggregateLiterals: false, enableOptionalTypes: true })
-    .registerFunction(
-      'sha256(dyn): string',
-      host((value: unknown) => builtins.sha256Hex(value)),
-    )
-    .registerFunction(
-      'base64url_encode_no_pad(dyn): string',
-      host((value: unknown) => builtins.base64urlEncodeNoPad(value)),
-    )
-    .registerFunction(
-      'base64url_decode(dyn): string',
-      host((value: unknown) => builtins.base64urlDecode(value)),
-    )
-    .registerFunction(
-      'parse_json(dyn): dyn',
-      host((value: unknown) => builtins.parseJson(value)),
-    )
-    .registerFunction(
-      'key_from_did_key(dyn): dyn',
-      host((did: unknown) => builtins.keyFromDidKey(did)),
-    )
-    .registerFunction(
-      'jwt_verify_eddsa(dyn, dyn): bool',
-      host((jws: unknown, jwk: unknown) => builtins.jwtVerifyEddsa(jws, jwk)),
-    )
-    .registerFunction(
-      'verify_webauthn(dyn, dyn, dyn, dyn): bool',
-      host((a: unknown, c: unknown, s: unknown, k: unknown) => builtins.verifyWebauthn(a, c, s, k)),
-    );
+  const functions: readonly [signature: string, builtin: (...values: unknown[]) => unknown][] = [
+    ['sha256(dyn): string', (value) => builtins.sha256Hex(value)],
+    ['base64url_encode_no_pad(dyn): string', (value) => builtins.base64urlEncodeNoPad(value)],
+    ['base64url_decode(dyn): string', (value) => builtins.base64urlDecode(value)],
+    ['parse_json(dyn): dyn', (value) => builtins.parseJson(value)],
+    ['key_from_did_key(dyn): dyn', (did) => builtins.keyFromDidKey(did)],
+    ['jwt_verify_eddsa(dyn, dyn): bool', (jws, jwk) => builtins.jwtVerifyEddsa(jws, jwk)],
+    ['verify_webauthn(dyn, dyn, dyn, dyn): bool', (a, c, s, k) => builtins.verifyWebauthn(a, c, s, k)],
+  ];
+  const environment = new Environment({ homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+  for (const [signature, builtin] of functions) {
+    environment.registerFunction(signature, (...values: unknown[]) => toCelValue(builtin(...values.map(fromCelValue))));
+  }
   for (const name of variables) environment.registerVariable(name, 'dyn');
   return environment;
 }

@@ -14,6 +14,7 @@ import {
   offlineEnvironment,
   root,
   type StdioSession,
+  searchByOwnWords,
 } from './support';
 
 // examples/filesystem/config.json, exactly as committed, in front of the pinned
@@ -86,7 +87,7 @@ describe('examples/filesystem through the CLI (real server-filesystem over stdio
 
   it('search never returns a write tool, not even for its own description', async () => {
     for (const tool of hiddenTools()) {
-      const found = await searchNames(client, `${tool.name} ${tool.description ?? ''}`, 50);
+      const found = await searchByOwnWords(client, tool);
       expect(found.length, `nothing found for ${tool.name}: the query proves nothing`).toBeGreaterThan(0);
       expect(found).not.toContain(`filesystem__${tool.name}`);
     }
@@ -95,9 +96,7 @@ describe('examples/filesystem through the CLI (real server-filesystem over stdio
   it('control: every tool the rules leave visible is found by its own name and description', async () => {
     const hidden = new Set(hiddenTools().map((tool) => tool.name));
     for (const tool of realTools.filter((candidate) => !hidden.has(candidate.name))) {
-      expect(await searchNames(client, `${tool.name} ${tool.description ?? ''}`, 50)).toContain(
-        `filesystem__${tool.name}`,
-      );
+      expect(await searchByOwnWords(client, tool)).toContain(`filesystem__${tool.name}`);
     }
   });
 

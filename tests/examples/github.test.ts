@@ -22,6 +22,7 @@ import {
   offlineEnvironment,
   root,
   type StdioSession,
+  searchByOwnWords,
 } from './support';
 
 // examples/github/config.json, exactly as committed, in front of the pinned
@@ -106,7 +107,7 @@ describe('examples/github through the CLI (real server-github over stdio, real S
   it('search never returns a hidden tool, not even for its own description', async () => {
     expect(hiddenTools().length).toBeGreaterThanOrEqual(3);
     for (const tool of hiddenTools()) {
-      const found = await searchNames(client, `${tool.name} ${tool.description ?? ''}`, 50);
+      const found = await searchByOwnWords(client, tool);
       expect(found.length, `nothing found for ${tool.name}: the query proves nothing`).toBeGreaterThan(0);
       expect(found).not.toContain(`github__${tool.name}`);
     }
@@ -115,7 +116,7 @@ describe('examples/github through the CLI (real server-github over stdio, real S
   it('control: every tool the rules leave visible is found by its own name and description', async () => {
     const hidden = new Set(hiddenTools().map((tool) => tool.name));
     for (const tool of realTools.filter((candidate) => !hidden.has(candidate.name))) {
-      expect(await searchNames(client, `${tool.name} ${tool.description ?? ''}`, 50)).toContain(`github__${tool.name}`);
+      expect(await searchByOwnWords(client, tool)).toContain(`github__${tool.name}`);
     }
   });
 

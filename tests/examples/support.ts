@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import picomatch from 'picomatch';
+import { searchNames } from '../proxy/helpers';
 
 /** The checkout's root folder. */
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -102,4 +103,9 @@ export function matchesByPattern(patterns: readonly string[], names: readonly st
       return [pattern, names.filter((name) => match(name))];
     }),
   );
+}
+
+/** What `search_tools` returns when asked with a tool's own name and description: the strongest query for it. */
+export function searchByOwnWords(client: Client, tool: Tool): Promise<string[]> {
+  return searchNames(client, `${tool.name} ${tool.description ?? ''}`, 50);
 }
