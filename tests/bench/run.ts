@@ -9,6 +9,7 @@ import { createGateway, type DownstreamSpec, type Embedder, loadMiniLm } from '.
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { connectClient } from '../proxy/helpers';
 import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
+import { identityBench } from './identity-bench';
 import { type Latency, measure, measureInterleaved } from './measure';
 import { policyBench } from './policy-bench';
 
@@ -149,7 +150,8 @@ const only = process.argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)
   .split(',');
-const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy') => only === undefined || only.includes(part);
+const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity') =>
+  only === undefined || only.includes(part);
 
 async function main() {
   const queries = loadQueries().map((query) => query.query);
@@ -189,6 +191,9 @@ async function main() {
   log('policy evaluation');
   const policy = wanted('policy') ? await policyBench() : undefined;
 
+  log('identity: issue and verify an OrderApproval');
+  const identity = wanted('identity') ? await identityBench() : undefined;
+
   const hybridAt10k = search.find((entry) => entry.ranking === 'hybrid' && entry.tools >= 10_000);
   const result = {
     machine: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: availableParallelism() },
@@ -201,6 +206,7 @@ async function main() {
     searchTools: search,
     callToolOverhead: calls,
     policy,
+    identity,
     targets: {
       'call_tool added p50 <= 500 us (in-memory)': inMemory && {
         value: inMemory.addedP50Us,

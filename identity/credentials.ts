@@ -1,0 +1,50 @@
+import type { Role } from './store';
+
+/**
+ * The credential types of SPEC §5.2 and the invoice and commitment the shop signs, with their
+ * lifetimes. Every one is a JWT-VC in one claim layout: `iss`, `sub`, `jti` (`urn:uuid:…`), `iat`,
+ * `nbf`, `exp`, `vc.type`, and `vc.credentialSubject` without its `id` (moved to `sub`).
+ */
+export const lifetimeSeconds = {
+  Invoice: 5 * 60,
+  OrderApproval: 15 * 60,
+  PaymentReceipt: 24 * 60 * 60,
+  FulfilmentCommitment: 24 * 60 * 60,
+  FamilyMembership: 365 * 24 * 60 * 60,
+  PasskeyEnrollment: 365 * 24 * 60 * 60,
+} as const;
+
+/** A credential type identity verifies; the second entry of `vc.type`. */
+export type CredentialType = keyof typeof lifetimeSeconds;
+
+/** Clock skew a verifier allows on `iat`/`nbf` (SPEC §5.2). */
+export const clockSkewSeconds = 60;
+
+/** The WebAuthn assertion an `OrderApproval` carries, every field base64url as the browser sent it. */
+export interface PasskeyAssertion {
+  readonly credentialId: string;
+  readonly authenticatorData: string;
+  readonly clientDataJSON: string;
+  readonly signature: string;
+}
+
+/** `FamilyMembership` subject fields (besides `sub`). */
+export interface MembershipClaims {
+  readonly role: Role;
+  readonly household: string;
+}
+
+/** `PasskeyEnrollment` subject fields. */
+export interface EnrollmentClaims {
+  readonly role: Role;
+  readonly credentialId: string;
+  readonly publicKeyJwk: Readonly<Record<string, string>>;
+}
+
+/** `OrderApproval` subject fields. */
+export interface OrderApprovalClaims {
+  readonly role: Role;
+  readonly invoiceHash: string;
+  readonly approvalId: string;
+  readonly passkey: PasskeyAssertion;
+}

@@ -1,0 +1,33 @@
+import type { Role } from './store';
+
+/**
+ * What identity reports as it decides (SPEC §8 live log). No event carries a secret: never a code,
+ * a token, a challenge's answer or a key; a credential id or DID is public.
+ */
+export type IdentityEvent =
+  | { readonly kind: 'enrollment-code-issued'; readonly role: Role }
+  | { readonly kind: 'enrollment-refused'; readonly role?: Role; readonly reason: string }
+  | {
+      readonly kind: 'passkey-enrolled';
+      readonly role: Role;
+      readonly memberDid: string;
+      readonly credentialId: string;
+    }
+  | { readonly kind: 'sign-in-succeeded'; readonly role: Role; readonly credentialId: string }
+  | { readonly kind: 'passkey-refused'; readonly ceremony: 'sign-in' | 'approval'; readonly reason: string }
+  | {
+      readonly kind: 'approval-created';
+      readonly approvalId: string;
+      readonly invoiceId: string;
+      readonly totalCents: number;
+      readonly requiredRoles: readonly Role[];
+    }
+  | { readonly kind: 'approval-refused'; readonly reason: string }
+  | { readonly kind: 'approval-approved'; readonly approvalId: string; readonly role: Role; readonly complete: boolean }
+  | { readonly kind: 'approval-declined'; readonly approvalId: string; readonly role: Role }
+  | { readonly kind: 'approval-expired'; readonly approvalId: string }
+  | { readonly kind: 'approval-settled'; readonly approvalId: string }
+  | { readonly kind: 'approval-fulfilled'; readonly approvalId: string };
+
+/** Receives identity's events; the host validates them against its one event schema and fans them out. */
+export type IdentityEventSink = (event: IdentityEvent) => void;

@@ -1,0 +1,123 @@
+/**
+ * The household identity module (SPEC §5): DIDs, keys and credentials with Veramo, passkeys with
+ * SimpleWebAuthn, enrollment codes, and durable approval requests. The one public entry: `lib/`
+ * and the tests import from here only. It declares the store and event sink it needs; the host
+ * implements them.
+ */
+export { approvalTools, maxWaitSeconds } from './approval-tools';
+export {
+  type ApprovalEvidenceSet,
+  type Approvals,
+  type ApprovalsOptions,
+  type ApprovalView,
+  childOnlyLimitCents,
+  createApprovals,
+  type DecisionOutcome,
+  householdLimitCents,
+  type InvoiceTerms,
+  type RequestOutcome,
+  requiredRolesFor,
+  type WaitOutcome,
+} from './approvals';
+export {
+  type CredentialType,
+  clockSkewSeconds,
+  type EnrollmentClaims,
+  lifetimeSeconds,
+  type MembershipClaims,
+  type OrderApprovalClaims,
+  type PasskeyAssertion,
+} from './credentials';
+export {
+  type CheckEnrollmentCodeOptions,
+  checkEnrollmentCode,
+  type EnrollmentCodeCheck,
+  enrollmentCodeLifetimeMs,
+  enrollmentFailureLimit,
+  enrollmentFailureWindowMs,
+  type IssuedEnrollmentCode,
+  type IssueEnrollmentCodesOptions,
+  issueEnrollmentCodes,
+} from './enrollment-codes';
+export type { IdentityEvent, IdentityEventSink } from './events';
+export {
+  type DidDocument,
+  defaultAdminDid,
+  type Household,
+  type IssueRequest,
+  keyFileName,
+  type OpenHouseholdOptions,
+  openHousehold,
+  type Signer,
+} from './household';
+export { IdentityError, type IdentityErrorCode, identityErrorCodes } from './identity-error';
+export {
+  type CreateIdentityHandlersOptions,
+  createIdentityHandlers,
+  type IdentityHandler,
+  type IdentityHandlers,
+  maxIdentityBodyBytes,
+  sessionCookieName,
+} from './identity-http';
+export {
+  type ApprovalResult,
+  type CeremonyOptions,
+  type CreatePasskeysOptions,
+  ceremonyLifetimeMs,
+  createPasskeys,
+  hashSessionToken,
+  type PasskeyApprovals,
+  type PasskeyRefusal,
+  type Passkeys,
+  type SignedInSession,
+  type SignInResult,
+  sessionLifetimeMs,
+} from './passkeys';
+export type {
+  ApprovalRecord,
+  ApprovalStatus,
+  ApprovalStore,
+  CeremonyRecord,
+  CeremonyStore,
+  EnrollmentCodeRecord,
+  EnrollmentStore,
+  IdentityStore,
+  MerchantRecord,
+  MerchantStore,
+  PasskeyRecord,
+  PasskeyStore,
+  RecordKind,
+  RecordStore,
+  Role,
+  SessionRecord,
+  SessionStore,
+} from './store';
+export { roles } from './store';
+export { type TrustMerchantRequest, trustMerchant } from './trust-merchant';
+export { createVeramoVerifier } from './veramo-verifier';
+export {
+  type CredentialExpectation,
+  type CredentialVerdict,
+  type CredentialVerifier,
+  createCredentialVerifier,
+  householdKeys,
+  type KeyResolver,
+  readClaims,
+  type TrustAnchors,
+  type VerifiedCredential,
+} from './verify-credential';
+export {
+  type ApprovalContext,
+  type ApprovalEvidence,
+  type ApprovalVerdict,
+  invoiceHashOf,
+  verifyOrderApproval,
+} from './verify-order-approval';
+export {
+  type AssertionExpectation,
+  type AssertionVerdict,
+  type AssertionVerifier,
+  coseKeyOf,
+  verifyAssertionFast,
+  verifyAssertionWithSimpleWebAuthn,
+} from './verify-passkey-assertion';

@@ -1,0 +1,47 @@
+import { resolve } from 'node:path';
+import { z } from 'zod';
+
+/** The household side's environment, parsed once (STYLE: nothing else reads `process.env`). */
+export interface HouseholdEnv {
+  /** `EXTENSIBLE_MCP_DATA`: the data folder (SQLite file, key file); default `./.data`. */
+  readonly dataDir: string;
+  /** `EXTENSIBLE_MCP_ORIGIN`: where the app is served; passkeys are bound to it. Default `http://localhost:3000`. */
+  readonly origin: string;
+  /** The WebAuthn relying-party id: the origin's host name. */
+  readonly rpId: string;
+  /** The household admin's `did:web`, from the origin's host and port (SPEC §5.1). */
+  readonly adminDid: string;
+}
+
+const Env = z.object({
+  EXTENSIBLE_MCP_DATA: z.string().min(1).default('./.data'),
+  EXTENSIBLE_MCP_ORIGIN: z
+    .url({ protocol: /^https?$/ })
+    .default('http://localhost:3000')
+    .refine(
+      (value) => new URL(value).origin === value.replace(/\/$/, ''),
+      'must be an origin: scheme, host and port only',
+    )
+    .refine((value) => {
+      const url = new URL(value);
+      // Browsers allow WebAuthn over http only on localhost: anything else must be https.
+      return url.protocol === 'https:' || url.hostname === 'localhost';
+    }, 'must be https unless the host is localhost'),
+});
+
+/** Parses the household environment; a bad value is a clear error naming the variable. */
+export function readHouseholdEnv(
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): HouseholdEnv {
+  const parsed = Env.safeParse(environment);
+  if (!parsed.success) {
+    throw new Error(`Invalid environment: ${z.prettifyError(parsed.error)}`);
+  }
+  const url = new URL(parsed.data.EXTENSIBLE_MCP_ORIGIN);
+  return {
+    dataDir: resolve(parsed.data.EXTENSIBLE_MCP_DATA),
+    origin: url.origin,
+    rpId: url.hostname,
+    adminDid: `did:web:${encodeURIComponent(url.host)}`,
+  };
+}

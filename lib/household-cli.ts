@@ -1,0 +1,89 @@
+import { parseArgs } from 'node:util';
+import { issueEnrollmentCodes, type Role, roles, trustMerchant } from '../identity/index';
+import { readHouseholdEnv } from './env';
+import { openIdentity } from './start-identity';
+
+const usage = `Usage: npm run household -- <command>
+
+  rotate-codes [--role child|parent]   new enrollment codes (every role without a passkey, or the role named)
+  trust-merchant <did:key> [--name N]  pin a merchant's DID and key as trusted
+  show-settlement-did                  print the settlement service's DID (for the shop's configuration)
+  show-did-document                    print the household admin's DID document
+  status                               DIDs, enrolled roles, trusted merchants
+
+Reads EXTENSIBLE_MCP_DATA (default ./.data) and EXTENSIBLE_MCP_ORIGIN (default http://localhost:3000).`;
+
+/**
+ * The household operator's commands (SPEC §5.3, §8): the only way besides the runtime's own setup
+ * to issue enrollment codes or trust a merchant. Codes go to this terminal and nowhere else.
+ */
+export async function runHouseholdCli(argv: readonly string[], print: (line: string) => void): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: { role: { type: 'string' }, name: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined) {
+    print(usage);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  const role = values.role;
+  if (role !== undefined && !roles.includes(role as Role)) {
+    print(`--role must be one of ${roles.join(', ')}`);
+    return 2;
+  }
+  // Opening changes nothing but a first start's setup: only rotate-codes invalidates codes.
+  const identity = await openIdentity(readHouseholdEnv());
+  try {
+    const store = identity.store.identity;
+    switch (command) {
+      case 'rotate-codes': {
+        const codes = await issueEnrollmentCodes({
+          store,
+          now: new Date(),
+          ...(role === undefined ? {} : { roles: [role as Role] }),
+        });
+        if (codes.length === 0) print('Every role has a passkey. Use --role to enrol another device for a role.');
+        for (const { role: codeRole, code } of codes) print(`Enrollment code for ${codeRole}: ${code}`);
+        return 0;
+      }
+      case 'trust-merchant': {
+        const did = rest[0];
+        if (did === undefined) {
+          print('trust-merchant needs the merchant DID (the shop prints it, and merchant_card returns it).');
+          return 2;
+        }
+        const merchant = await trustMerchant(store.merchants, {
+          did,
+          name: values.name ?? 'Merchant',
+          now: new Date(),
+        });
+        print(`Trusted merchant ${merchant.name}: ${merchant.did}`);
+        return 0;
+      }
+      case 'show-settlement-did':
+        print(identity.household.settlementDid);
+        return 0;
+      case 'show-did-document':
+        print(JSON.stringify(identity.household.adminDocument, null, 2));
+        return 0;
+      case 'status': {
+        print(`Household: ${identity.household.adminDid}`);
+        for (const member of roles) {
+          const enrolled = (await store.passkeys.listByRole(member)).length;
+          print(`  ${member}: ${identity.household.members[member]} (${enrolled} passkey${enrolled === 1 ? '' : 's'})`);
+        }
+        print(`Settlement: ${identity.household.settlementDid}`);
+        for (const merchant of await store.merchants.list())
+          print(`Trusted merchant ${merchant.name}: ${merchant.did}`);
+        return 0;
+      }
+      default:
+        print(`Unknown command "${command}".\n\n${usage}`);
+        return 2;
+    }
+  } finally {
+    identity.close();
+  }
+}

@@ -1,0 +1,96 @@
+import type { Migration } from './apply-migrations';
+
+/**
+ * The identity module's tables (SPEC §5, §11), oldest first. Append a new version to change them;
+ * never edit a version that has shipped, since files already at it will not run it again.
+ */
+export const identityMigrations: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE identity_records (
+        kind TEXT NOT NULL CHECK (kind IN ('key', 'private-key', 'did', 'household')),
+        id TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (kind, id)
+      ) STRICT;
+
+      CREATE TABLE enrollment_codes (
+        role TEXT PRIMARY KEY CHECK (role IN ('child', 'parent')),
+        code_hash TEXT NOT NULL,
+        issued_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        used_at INTEGER
+      ) STRICT;
+
+      CREATE TABLE enrollment_failures (
+        role TEXT NOT NULL CHECK (role IN ('child', 'parent')),
+        at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX enrollment_failures_by_role ON enrollment_failures (role, at);
+
+      CREATE TABLE passkeys (
+        credential_id TEXT PRIMARY KEY,
+        role TEXT NOT NULL CHECK (role IN ('child', 'parent')),
+        member_did TEXT NOT NULL,
+        user_handle TEXT NOT NULL,
+        public_key_cose TEXT NOT NULL,
+        public_key_jwk TEXT NOT NULL,
+        counter INTEGER NOT NULL,
+        transports TEXT NOT NULL,
+        enrollment TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX passkeys_by_role ON passkeys (role, created_at);
+
+      CREATE TABLE approval_sessions (
+        token_hash TEXT PRIMARY KEY,
+        role TEXT NOT NULL CHECK (role IN ('child', 'parent')),
+        member_did TEXT NOT NULL,
+        credential_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+
+      CREATE TABLE ceremonies (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('registration', 'sign-in', 'approval')),
+        challenge TEXT NOT NULL,
+        role TEXT CHECK (role IN ('child', 'parent')),
+        code_hash TEXT,
+        user_handle TEXT,
+        approval_id TEXT,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+
+      CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY,
+        invoice_id TEXT NOT NULL UNIQUE,
+        invoice TEXT NOT NULL,
+        invoice_hash TEXT NOT NULL,
+        merchant_did TEXT NOT NULL,
+        total_cents INTEGER NOT NULL,
+        currency TEXT NOT NULL,
+        required_roles TEXT NOT NULL,
+        approvals TEXT NOT NULL,
+        status TEXT NOT NULL
+          CHECK (status IN ('pending', 'approved', 'declined', 'expired', 'settled', 'fulfilled')),
+        reason TEXT,
+        receipt TEXT,
+        commitment TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX approvals_by_status ON approvals (status, created_at);
+      CREATE INDEX approvals_by_created ON approvals (created_at);
+
+      CREATE TABLE merchants (
+        did TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        public_key_jwk TEXT NOT NULL,
+        trusted_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
+];

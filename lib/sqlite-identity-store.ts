@@ -1,0 +1,520 @@
+import type Database from 'better-sqlite3';
+import { z } from 'zod';
+import type {
+  ApprovalRecord,
+  ApprovalStatus,
+  CeremonyRecord,
+  EnrollmentCodeRecord,
+  IdentityStore,
+  MerchantRecord,
+  PasskeyRecord,
+  Role,
+  SessionRecord,
+} from '../identity/index';
+import { IdentityError } from '../identity/index';
+
+/**
+ * The identity store on the household SQLite file, over tables the `identity` migrations created.
+ * Every state change a race could double is one SQL statement or one `BEGIN IMMEDIATE`
+ * transaction, so the compare-and-set holds across processes sharing the file, not just within
+ * this one. Driver faults become `IdentityError('store-failed')` with the cause kept.
+ */
+export function createSqliteIdentityStore(database: Database.Database): IdentityStore {
+  const statements = prepareStatements(database);
+
+  // Insert-or-return-existing, as one transaction so two creators of one invoice get one request. The
+  // insert yields to any uniqueness conflict; only a conflict on the invoice id has a request to return.
+  const createApproval = database.transaction((record: ApprovalRecord) => {
+    const inserted = statements.insertApproval.run(approvalParameters(record)).changes === 1;
+    if (inserted) return { record, created: true };
+    const existing = statements.getApprovalByInvoice.get(record.invoiceId);
+    if (existing === undefined) {
+      throw new IdentityError('conflict', `approval id ${record.approvalId} is already used by another invoice`);
+    }
+    return { record: toApproval(existing), created: false };
+  });
+
+  return {
+    records: {
+      get: (kind, id) =>
+        guarded('records.get', () => recordRow.optional().parse(statements.getRecord.get(kind, id))?.value),
+      put: (kind, id, value) =>
+        guarded('records.put', () => {
+          statements.putRecord.run(kind, id, value);
+        }),
+      insert: (kind, id, value) =>
+        guarded('records.insert', () => statements.insertRecord.run(kind, id, value).changes === 1),
+      delete: (kind, id) => guarded('records.delete', () => statements.deleteRecord.run(kind, id).changes === 1),
+      list: (kind) =>
+        guarded('records.list', () =>
+          statements.listRecords.all(kind).map((row) => {
+            const { id, value } = recordRow.parse(row);
+            return { id, value };
+          }),
+        ),
+    },
+
+    enrollment: {
+      replaceCode: (record) =>
+        guarded('enrollment.replaceCode', () => {
+          statements.replaceCode.run({
+            role: record.role,
+            codeHash: record.codeHash,
+            issuedAt: record.issuedAt,
+            expiresAt: record.expiresAt,
+            usedAt: record.usedAt ?? null,
+          });
+        }),
+      getCode: (role) => guarded('enrollment.getCode', () => optional(statements.getCode.get(role), toCode)),
+      // One UPDATE: the hash, unused and unexpired are checked and the code spent under one write lock.
+      consumeCode: (role, codeHash, now) =>
+        guarded('enrollment.consumeCode', () => statements.consumeCode.run({ role, codeHash, now }).changes === 1),
+      addFailure: (role, now) =>
+        guarded('enrollment.addFailure', () => {
+          statements.addFailure.run(role, now);
+        }),
+      countFailures: (role, since) =>
+        guarded('enrollment.countFailures', () => countRow.parse(statements.countFailures.get(role, since)).count),
+    },
+
+    passkeys: {
+      add: (record) =>
+        guarded('passkeys.add', () => statements.addPasskey.run(passkeyParameters(record)).changes === 1),
+      get: (credentialId) =>
+        guarded('passkeys.get', () => optional(statements.getPasskey.get(credentialId), toPasskey)),
+      listByRole: (role) => guarded('passkeys.listByRole', () => statements.listPasskeys.all(role).map(toPasskey)),
+      // Compare-and-set: only the assertion that read `expected` may move the counter.
+      updateCounter: (credentialId, expected, next) =>
+        guarded(
+          'passkeys.updateCounter',
+          () => statements.updateCounter.run({ credentialId, expected, next }).changes === 1,
+        ),
+    },
+
+    sessions: {
+      create: (record) =>
+        guarded('sessions.create', () => {
+          statements.purgeSessions.run(record.createdAt);
+          statements.createSession.run({
+            tokenHash: record.tokenHash,
+            role: record.role,
+            memberDid: record.memberDid,
+            credentialId: record.credentialId,
+            createdAt: record.createdAt,
+            expiresAt: record.expiresAt,
+          });
+        }),
+      get: (tokenHash) => guarded('sessions.get', () => optional(statements.getSession.get(tokenHash), toSession)),
+      delete: (tokenHash) =>
+        guarded('sessions.delete', () => {
+          statements.deleteSession.run(tokenHash);
+        }),
+    },
+
+    ceremonies: {
+      put: (record, now) =>
+        guarded('ceremonies.put', () => {
+          statements.purgeCeremonies.run(now);
+          statements.putCeremony.run({
+            id: record.id,
+            kind: record.kind,
+            challenge: record.challenge,
+            role: record.role ?? null,
+            codeHash: record.codeHash ?? null,
+            userHandle: record.userHandle ?? null,
+            approvalId: record.approvalId ?? null,
+            expiresAt: record.expiresAt,
+          });
+        }),
+      // DELETE … RETURNING reads and removes in one statement: a challenge is handed out once.
+      take: (id) => guarded('ceremonies.take', () => optional(statements.takeCeremony.get(id), toCeremony)),
+    },
+
+    approvals: {
+      create: (record) => guarded('approvals.create', () => createApproval.immediate(record)),
+      get: (approvalId) => guarded('approvals.get', () => optional(statements.getApproval.get(approvalId), toApproval)),
+      getByInvoice: (invoiceId) =>
+        guarded('approvals.getByInvoice', () => optional(statements.getApprovalByInvoice.get(invoiceId), toApproval)),
+      listPending: () => guarded('approvals.listPending', () => statements.listPending.all().map(toApproval)),
+      listRecent: (limit) =>
+        guarded('approvals.listRecent', () => {
+          // SQLite reads a negative LIMIT as "no limit"; refuse it rather than return everything.
+          if (!Number.isSafeInteger(limit) || limit < 0) {
+            throw new IdentityError('bad-request', `listRecent limit must be a non-negative integer, got ${limit}`);
+          }
+          return statements.listRecent.all(limit).map(toApproval);
+        }),
+      // One UPDATE: pending, and no approval of this role yet, checked and written under one write lock.
+      addApproval: (approvalId, role, credential, now) =>
+        guarded('approvals.addApproval', () => {
+          const path = `$.${roleSchema.parse(role)}`;
+          return statements.addApproval.run({ approvalId, path, credential, now }).changes === 1;
+        }),
+      // One UPDATE: the status compare-and-set, with the patch applied only by the winner.
+      transition: (approvalId, change) =>
+        guarded('approvals.transition', () => {
+          const from: readonly ApprovalStatus[] = change.from;
+          return (
+            statements.transition.run({
+              approvalId,
+              from: JSON.stringify(from),
+              to: change.to,
+              now: change.now,
+              reason: change.patch?.reason ?? null,
+              receipt: change.patch?.receipt ?? null,
+              commitment: change.patch?.commitment ?? null,
+            }).changes === 1
+          );
+        }),
+    },
+
+    merchants: {
+      // ON CONFLICT DO NOTHING: a pinned key is never replaced, even by the operator re-adding the DID.
+      add: (record) =>
+        guarded(
+          'merchants.add',
+          () =>
+            statements.addMerchant.run({
+              did: record.did,
+              name: record.name,
+              publicKeyJwk: JSON.stringify(record.publicKeyJwk),
+              trustedAt: record.trustedAt,
+            }).changes === 1,
+        ),
+      get: (did) => guarded('merchants.get', () => optional(statements.getMerchant.get(did), toMerchant)),
+      list: () => guarded('merchants.list', () => statements.listMerchants.all().map(toMerchant)),
+      remove: (did) => guarded('merchants.remove', () => statements.removeMerchant.run(did).changes === 1),
+    },
+  };
+}
+
+/** Every statement, prepared once against the migrated schema. */
+function prepareStatements(database: Database.Database) {
+  const approvalColumns = `approval_id, invoice_id, invoice, invoice_hash, merchant_did, total_cents, currency,
+    required_roles, approvals, status, reason, receipt, commitment, created_at, expires_at, updated_at`;
+  return {
+    getRecord: database.prepare<[string, string]>('SELECT id, value FROM identity_records WHERE kind = ? AND id = ?'),
+    putRecord: database.prepare<[string, string, string]>(
+      `INSERT INTO identity_records (kind, id, value) VALUES (?, ?, ?)
+       ON CONFLICT (kind, id) DO UPDATE SET value = excluded.value`,
+    ),
+    insertRecord: database.prepare<[string, string, string]>(
+      'INSERT INTO identity_records (kind, id, value) VALUES (?, ?, ?) ON CONFLICT (kind, id) DO NOTHING',
+    ),
+    deleteRecord: database.prepare<[string, string]>('DELETE FROM identity_records WHERE kind = ? AND id = ?'),
+    listRecords: database.prepare<[string]>('SELECT id, value FROM identity_records WHERE kind = ? ORDER BY id'),
+
+    replaceCode: database.prepare(
+      `INSERT INTO enrollment_codes (role, code_hash, issued_at, expires_at, used_at)
+       VALUES (@role, @codeHash, @issuedAt, @expiresAt, @usedAt)
+       ON CONFLICT (role) DO UPDATE SET code_hash = excluded.code_hash, issued_at = excluded.issued_at,
+         expires_at = excluded.expires_at, used_at = excluded.used_at`,
+    ),
+    getCode: database.prepare<[string]>('SELECT * FROM enrollment_codes WHERE role = ?'),
+    consumeCode: database.prepare(
+      `UPDATE enrollment_codes SET used_at = @now
+       WHERE role = @role AND code_hash = @codeHash AND used_at IS NULL AND expires_at > @now`,
+    ),
+    addFailure: database.prepare<[string, number]>('INSERT INTO enrollment_failures (role, at) VALUES (?, ?)'),
+    countFailures: database.prepare<[string, number]>(
+      'SELECT COUNT(*) AS count FROM enrollment_failures WHERE role = ? AND at >= ?',
+    ),
+
+    addPasskey: database.prepare(
+      `INSERT INTO passkeys (credential_id, role, member_did, user_handle, public_key_cose, public_key_jwk, counter,
+         transports, enrollment, created_at)
+       VALUES (@credentialId, @role, @memberDid, @userHandle, @publicKeyCose, @publicKeyJwk, @counter, @transports,
+         @enrollment, @createdAt)
+       ON CONFLICT (credential_id) DO NOTHING`,
+    ),
+    getPasskey: database.prepare<[string]>('SELECT * FROM passkeys WHERE credential_id = ?'),
+    listPasskeys: database.prepare<[string]>('SELECT * FROM passkeys WHERE role = ? ORDER BY created_at, rowid'),
+    updateCounter: database.prepare(
+      'UPDATE passkeys SET counter = @next WHERE credential_id = @credentialId AND counter = @expected',
+    ),
+
+    createSession: database.prepare(
+      `INSERT INTO approval_sessions (token_hash, role, member_did, credential_id, created_at, expires_at)
+       VALUES (@tokenHash, @role, @memberDid, @credentialId, @createdAt, @expiresAt)`,
+    ),
+    getSession: database.prepare<[string]>('SELECT * FROM approval_sessions WHERE token_hash = ?'),
+    purgeSessions: database.prepare<[number]>('DELETE FROM approval_sessions WHERE expires_at <= ?'),
+    purgeCeremonies: database.prepare<[number]>('DELETE FROM ceremonies WHERE expires_at <= ?'),
+    deleteSession: database.prepare<[string]>('DELETE FROM approval_sessions WHERE token_hash = ?'),
+
+    putCeremony: database.prepare(
+      `INSERT INTO ceremonies (id, kind, challenge, role, code_hash, user_handle, approval_id, expires_at)
+       VALUES (@id, @kind, @challenge, @role, @codeHash, @userHandle, @approvalId, @expiresAt)
+       ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, challenge = excluded.challenge, role = excluded.role,
+         code_hash = excluded.code_hash, user_handle = excluded.user_handle, approval_id = excluded.approval_id,
+         expires_at = excluded.expires_at`,
+    ),
+    takeCeremony: database.prepare<[string]>('DELETE FROM ceremonies WHERE id = ? RETURNING *'),
+
+    insertApproval: database.prepare(
+      `INSERT INTO approvals (${approvalColumns})
+       VALUES (@approvalId, @invoiceId, @invoice, @invoiceHash, @merchantDid, @totalCents, @currency, @requiredRoles,
+         @approvals, @status, @reason, @receipt, @commitment, @createdAt, @expiresAt, @updatedAt)
+       ON CONFLICT DO NOTHING`,
+    ),
+    getApproval: database.prepare<[string]>(`SELECT ${approvalColumns} FROM approvals WHERE approval_id = ?`),
+    getApprovalByInvoice: database.prepare<[string]>(`SELECT ${approvalColumns} FROM approvals WHERE invoice_id = ?`),
+    listPending: database.prepare<[]>(
+      `SELECT ${approvalColumns} FROM approvals WHERE status = 'pending' ORDER BY created_at, rowid`,
+    ),
+    listRecent: database.prepare<[number]>(
+      `SELECT ${approvalColumns} FROM approvals ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    ),
+    addApproval: database.prepare(
+      `UPDATE approvals SET approvals = json_set(approvals, @path, @credential), updated_at = @now
+       WHERE approval_id = @approvalId AND status = 'pending' AND json_type(approvals, @path) IS NULL`,
+    ),
+    transition: database.prepare(
+      `UPDATE approvals SET status = @to, updated_at = @now, reason = COALESCE(@reason, reason),
+         receipt = COALESCE(@receipt, receipt), commitment = COALESCE(@commitment, commitment)
+       WHERE approval_id = @approvalId AND status IN (SELECT value FROM json_each(@from))`,
+    ),
+
+    addMerchant: database.prepare(
+      `INSERT INTO merchants (did, name, public_key_jwk, trusted_at) VALUES (@did, @name, @publicKeyJwk, @trustedAt)
+       ON CONFLICT (did) DO NOTHING`,
+    ),
+    getMerchant: database.prepare<[string]>('SELECT * FROM merchants WHERE did = ?'),
+    listMerchants: database.prepare<[]>('SELECT * FROM merchants ORDER BY trusted_at, rowid'),
+    removeMerchant: database.prepare<[string]>('DELETE FROM merchants WHERE did = ?'),
+  };
+}
+
+/** Runs one store operation; a driver or decoding fault becomes `store-failed` with its cause. */
+async function guarded<T>(operation: string, run: () => T): Promise<T> {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof IdentityError) throw error;
+    throw new IdentityError('store-failed', `identity store: ${operation} failed`, { cause: error });
+  }
+}
+
+/** Maps a row that may be absent. */
+function optional<T>(row: unknown, map: (row: unknown) => T): T | undefined {
+  return row === undefined ? undefined : map(row);
+}
+
+// Rows are decoded with zod rather than cast: a column the code does not expect fails loudly.
+const roleSchema = z.enum(['child', 'parent']) satisfies z.ZodType<Role>;
+const statusSchema = z.enum([
+  'pending',
+  'approved',
+  'declined',
+  'expired',
+  'settled',
+  'fulfilled',
+]) satisfies z.ZodType<ApprovalStatus>;
+
+/** A TEXT column holding JSON this store wrote, decoded and checked against `schema`. */
+function jsonColumn<T extends z.ZodType>(schema: T) {
+  return z
+    .string()
+    .transform((text, context) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        context.addIssue({ code: 'custom', message: 'column is not JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+const jwkColumn = jsonColumn(z.record(z.string(), z.string()));
+const recordRow = z.object({ id: z.string(), value: z.string() });
+const countRow = z.object({ count: z.number() });
+
+const codeRow = z.object({
+  role: roleSchema,
+  code_hash: z.string(),
+  issued_at: z.number(),
+  expires_at: z.number(),
+  used_at: z.number().nullable(),
+});
+
+function toCode(row: unknown): EnrollmentCodeRecord {
+  const parsed = codeRow.parse(row);
+  return {
+    role: parsed.role,
+    codeHash: parsed.code_hash,
+    issuedAt: parsed.issued_at,
+    expiresAt: parsed.expires_at,
+    ...(parsed.used_at === null ? {} : { usedAt: parsed.used_at }),
+  };
+}
+
+const passkeyRow = z.object({
+  credential_id: z.string(),
+  role: roleSchema,
+  member_did: z.string(),
+  user_handle: z.string(),
+  public_key_cose: z.string(),
+  public_key_jwk: jwkColumn,
+  counter: z.number(),
+  transports: jsonColumn(z.array(z.string())),
+  enrollment: z.string(),
+  created_at: z.number(),
+});
+
+function passkeyParameters(record: PasskeyRecord) {
+  return {
+    credentialId: record.credentialId,
+    role: record.role,
+    memberDid: record.memberDid,
+    userHandle: record.userHandle,
+    publicKeyCose: record.publicKeyCose,
+    publicKeyJwk: JSON.stringify(record.publicKeyJwk),
+    counter: record.counter,
+    transports: JSON.stringify(record.transports),
+    enrollment: record.enrollment,
+    createdAt: record.createdAt,
+  };
+}
+
+function toPasskey(row: unknown): PasskeyRecord {
+  const parsed = passkeyRow.parse(row);
+  return {
+    credentialId: parsed.credential_id,
+    role: parsed.role,
+    memberDid: parsed.member_did,
+    userHandle: parsed.user_handle,
+    publicKeyCose: parsed.public_key_cose,
+    publicKeyJwk: parsed.public_key_jwk,
+    counter: parsed.counter,
+    transports: parsed.transports,
+    enrollment: parsed.enrollment,
+    createdAt: parsed.created_at,
+  };
+}
+
+const sessionRow = z.object({
+  token_hash: z.string(),
+  role: roleSchema,
+  member_did: z.string(),
+  credential_id: z.string(),
+  created_at: z.number(),
+  expires_at: z.number(),
+});
+
+function toSession(row: unknown): SessionRecord {
+  const parsed = sessionRow.parse(row);
+  return {
+    tokenHash: parsed.token_hash,
+    role: parsed.role,
+    memberDid: parsed.member_did,
+    credentialId: parsed.credential_id,
+    createdAt: parsed.created_at,
+    expiresAt: parsed.expires_at,
+  };
+}
+
+const ceremonyRow = z.object({
+  id: z.string(),
+  kind: z.enum(['registration', 'sign-in', 'approval']),
+  challenge: z.string(),
+  role: roleSchema.nullable(),
+  code_hash: z.string().nullable(),
+  user_handle: z.string().nullable(),
+  approval_id: z.string().nullable(),
+  expires_at: z.number(),
+});
+
+function toCeremony(row: unknown): CeremonyRecord {
+  const parsed = ceremonyRow.parse(row);
+  return {
+    id: parsed.id,
+    kind: parsed.kind,
+    challenge: parsed.challenge,
+    ...(parsed.role === null ? {} : { role: parsed.role }),
+    ...(parsed.code_hash === null ? {} : { codeHash: parsed.code_hash }),
+    ...(parsed.user_handle === null ? {} : { userHandle: parsed.user_handle }),
+    ...(parsed.approval_id === null ? {} : { approvalId: parsed.approval_id }),
+    expiresAt: parsed.expires_at,
+  };
+}
+
+const approvalRow = z.object({
+  approval_id: z.string(),
+  invoice_id: z.string(),
+  invoice: z.string(),
+  invoice_hash: z.string(),
+  merchant_did: z.string(),
+  total_cents: z.number(),
+  currency: z.string(),
+  required_roles: jsonColumn(z.array(roleSchema)),
+  approvals: jsonColumn(z.object({ child: z.string().optional(), parent: z.string().optional() })),
+  status: statusSchema,
+  reason: z.string().nullable(),
+  receipt: z.string().nullable(),
+  commitment: z.string().nullable(),
+  created_at: z.number(),
+  expires_at: z.number(),
+  updated_at: z.number(),
+});
+
+function approvalParameters(record: ApprovalRecord) {
+  return {
+    approvalId: record.approvalId,
+    invoiceId: record.invoiceId,
+    invoice: record.invoice,
+    invoiceHash: record.invoiceHash,
+    merchantDid: record.merchantDid,
+    totalCents: record.totalCents,
+    currency: record.currency,
+    requiredRoles: JSON.stringify(record.requiredRoles),
+    approvals: JSON.stringify(record.approvals),
+    status: record.status,
+    reason: record.reason ?? null,
+    receipt: record.receipt ?? null,
+    commitment: record.commitment ?? null,
+    createdAt: record.createdAt,
+    expiresAt: record.expiresAt,
+    updatedAt: record.updatedAt,
+  };
+}
+
+function toApproval(row: unknown): ApprovalRecord {
+  const parsed = approvalRow.parse(row);
+  const { child, parent } = parsed.approvals;
+  return {
+    approvalId: parsed.approval_id,
+    invoiceId: parsed.invoice_id,
+    invoice: parsed.invoice,
+    invoiceHash: parsed.invoice_hash,
+    merchantDid: parsed.merchant_did,
+    totalCents: parsed.total_cents,
+    currency: parsed.currency,
+    requiredRoles: parsed.required_roles,
+    approvals: { ...(child === undefined ? {} : { child }), ...(parent === undefined ? {} : { parent }) },
+    status: parsed.status,
+    ...(parsed.reason === null ? {} : { reason: parsed.reason }),
+    ...(parsed.receipt === null ? {} : { receipt: parsed.receipt }),
+    ...(parsed.commitment === null ? {} : { commitment: parsed.commitment }),
+    createdAt: parsed.created_at,
+    expiresAt: parsed.expires_at,
+    updatedAt: parsed.updated_at,
+  };
+}
+
+const merchantRow = z.object({
+  did: z.string(),
+  name: z.string(),
+  public_key_jwk: jwkColumn,
+  trusted_at: z.number(),
+});
+
+function toMerchant(row: unknown): MerchantRecord {
+  const parsed = merchantRow.parse(row);
+  return {
+    did: parsed.did,
+    name: parsed.name,
+    publicKeyJwk: parsed.public_key_jwk,
+    trustedAt: parsed.trusted_at,
+  };
+}

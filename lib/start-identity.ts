@@ -1,0 +1,82 @@
+import { join } from 'node:path';
+import {
+  type Approvals,
+  createApprovals,
+  createPasskeys,
+  type Household,
+  type IdentityEventSink,
+  type IssuedEnrollmentCode,
+  issueEnrollmentCodes,
+  openHousehold,
+  type Passkeys,
+} from '../identity/index';
+import type { HouseholdEnv } from './env';
+import { type HouseholdStore, openHouseholdStore } from './store';
+
+/** The household's identity side, open: its store, household, approvals and passkeys. */
+export interface OpenIdentity {
+  readonly store: HouseholdStore;
+  readonly household: Household;
+  readonly approvals: Approvals;
+  readonly passkeys: Passkeys;
+  close(): void;
+}
+
+/** Identity as an app start leaves it: open, with this start's enrollment codes. */
+export interface StartedIdentity extends OpenIdentity {
+  /** Codes issued at this start, one per role without a passkey: for the terminal only. */
+  readonly codes: readonly IssuedEnrollmentCode[];
+}
+
+/** What identity is started with besides the environment. */
+export interface IdentityOptions {
+  readonly events?: IdentityEventSink;
+  readonly clock?: () => Date;
+}
+
+/** File name of the household database inside the data folder. */
+export const storeFileName = 'household.sqlite';
+
+/**
+ * Opens identity on the data folder: the one SQLite file and the household (set up on first
+ * start, unchanged after), with approvals and passkeys bound to the configured origin.
+ */
+export async function openIdentity(env: HouseholdEnv, options: IdentityOptions = {}): Promise<OpenIdentity> {
+  const clock = options.clock ?? (() => new Date());
+  const events = options.events ?? (() => {});
+  const store = openHouseholdStore({ path: join(env.dataDir, storeFileName) });
+  try {
+    const household = await openHousehold({
+      store: store.identity,
+      dataDir: env.dataDir,
+      adminDid: env.adminDid,
+      now: clock,
+    });
+    const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, events, clock });
+    const passkeys = createPasskeys({ household, approvals, origin: env.origin, rpId: env.rpId, events, clock });
+    return { store, household, approvals, passkeys, close: () => store.close() };
+  } catch (error) {
+    store.close();
+    throw error;
+  }
+}
+
+/**
+ * Starts identity as every app start does (SPEC §5.3): opens it, then gives each role without an
+ * enrolled passkey a fresh enrollment code, invalidating the previous one. The caller prints the
+ * codes to the terminal; the event sink records only that a code was issued.
+ */
+export async function startIdentity(env: HouseholdEnv, options: IdentityOptions = {}): Promise<StartedIdentity> {
+  const identity = await openIdentity(env, options);
+  try {
+    const codes = await issueEnrollmentCodes({
+      store: identity.store.identity,
+      now: (options.clock ?? (() => new Date()))(),
+      ...(options.events === undefined ? {} : { events: options.events }),
+    });
+    return { ...identity, codes };
+  } catch (error) {
+    identity.close();
+    throw error;
+  }
+}

@@ -1,0 +1,64 @@
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { IdentityStore } from '../identity/index';
+import { IdentityError } from '../identity/index';
+import { applyMigrations, type Migration } from './apply-migrations';
+import { identityMigrations } from './identity-migrations';
+import { createSqliteIdentityStore } from './sqlite-identity-store';
+
+/**
+ * Each module's migrations, applied in this order on every open. A module that needs tables adds
+ * one line here (e.g. `payments: paymentsMigrations`); its versions are counted separately.
+ */
+const migrations: Readonly<Record<string, readonly Migration[]>> = {
+  identity: identityMigrations,
+};
+
+/** Options for {@link openHouseholdStore}. */
+export interface HouseholdStoreOptions {
+  /** The SQLite file, normally `<data folder>/household.sqlite`; its folder is created if missing. */
+  readonly path: string;
+}
+
+/** The household's one SQLite file, opened and migrated, with each module's store on it. */
+export interface HouseholdStore {
+  /** The file this store opened. */
+  readonly path: string;
+  readonly identity: IdentityStore;
+  /** Closes the connection; every store on it is unusable afterwards. */
+  close(): void;
+}
+
+/**
+ * The one opener of the household SQLite file (SPEC §2, §11). Creates the data folder (0700) and
+ * the file (0600) on first open, turns on WAL and a busy timeout so several processes can share
+ * it, and applies every module's missing migrations. Refuses a file whose schema is newer than
+ * this code. Faults throw `IdentityError('store-failed')` with the cause kept.
+ */
+export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdStore {
+  let database: Database.Database | undefined;
+  try {
+    // The folder and file hold keys' metadata, enrollment codes' hashes and approvals: owner only.
+    mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 });
+    closeSync(openSync(options.path, 'a', 0o600));
+    chmodSync(options.path, 0o600);
+    database = new Database(options.path);
+    database.pragma('journal_mode = WAL');
+    database.pragma('busy_timeout = 5000');
+    database.pragma('foreign_keys = ON');
+    applyMigrations(database, migrations);
+    const opened = database;
+    return {
+      path: options.path,
+      identity: createSqliteIdentityStore(opened),
+      close: () => {
+        opened.close();
+      },
+    };
+  } catch (error) {
+    database?.close();
+    const detail = error instanceof Error ? `: ${error.message}` : '';
+    throw new IdentityError('store-failed', `cannot open household store ${options.path}${detail}`, { cause: error });
+  }
+}
