@@ -35,6 +35,12 @@ interface Fixture {
     childApproval: string;
     parentApproval?: string;
   }>;
+  hostile: {
+    childApprovalWithoutUserVerification: { order: number; approval: string };
+    childApprovalFromAnotherOrigin: { order: number; approval: string };
+    parentApprovalWithChildPasskey: { order: number; approval: string };
+    foreignAdmin: { adminDid: string; adminDocument: DidDocument; childMembership: string };
+  };
 }
 
 const fixture = JSON.parse(
@@ -78,9 +84,10 @@ async function verdicts(evidence: ReturnType<typeof leg>, at = now) {
 }
 
 describe('the committed evidence set', () => {
-  it('holds a $4 order approved by the child and a $15 order approved by both', () => {
+  it('holds a $4 order approved by the child and two $15 orders approved by both', () => {
     expect(fixture.orders.map((order) => [order.totalCents, order.requiredRoles])).toEqual([
       [400, ['child']],
+      [1500, ['child', 'parent']],
       [1500, ['child', 'parent']],
     ]);
     for (const order of fixture.orders) expect(invoiceHashOf(order.invoice)).toBe(order.invoiceHash);
@@ -129,6 +136,29 @@ describe('the committed evidence set', () => {
       ['an approval past its 15 minutes', leg(small, 'child'), new Date(now.getTime() + 16 * 60 * 1000)],
     ];
     for (const [name, evidence, at] of cases) expect(await verdicts(evidence, at), name).toEqual(refused);
+  });
+
+  it('both refuse the hostile evidence: no UV, another origin, the child passkey on the parent leg, a foreign admin', async () => {
+    const refused = { 'hot path': false, 'Veramo + SimpleWebAuthn': false };
+    const { hostile } = fixture;
+    const order = (index: number) => fixture.orders[index] as Fixture['orders'][number];
+    const cases: Array<[string, ReturnType<typeof leg>]> = [
+      ['without user verification', leg(order(0), 'child', hostile.childApprovalWithoutUserVerification.approval)],
+      ['from another origin', leg(order(0), 'child', hostile.childApprovalFromAnotherOrigin.approval)],
+      ['the child passkey on the parent leg', leg(order(1), 'parent', hostile.parentApprovalWithChildPasskey.approval)],
+      [
+        "the child's passkey enrollment on the parent leg",
+        {
+          ...leg(order(1), 'parent', hostile.parentApprovalWithChildPasskey.approval),
+          enrollment: fixture.enrollments.child.enrollment,
+        },
+      ],
+      [
+        'a membership from another household',
+        { ...leg(order(0), 'child'), membership: hostile.foreignAdmin.childMembership },
+      ],
+    ];
+    for (const [name, evidence] of cases) expect(await verdicts(evidence), name).toEqual(refused);
   });
 
   it('both refuse the passkey assertion on another origin or rpId', async () => {
