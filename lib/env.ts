@@ -11,6 +11,12 @@ export interface HouseholdEnv {
   readonly rpId: string;
   /** The household admin's `did:web`, from the origin's host and port (SPEC §5.1). */
   readonly adminDid: string;
+  /** `PIZZA_URL`: the shop's Streamable HTTP endpoint; absent → the shop runs as a stdio child. */
+  readonly pizzaUrl?: string;
+  /** `STRIPE_SECRET_KEY`: a Stripe test-mode key (`sk_test_…`); absent → the mock rail. */
+  readonly stripeSecretKey?: string;
+  /** `EXTENSIBLE_MCP_POLICY_ENGINE`: which engine decides `family-spend`; default `rego` (WASM). */
+  readonly policyEngine: 'rego' | 'cel';
 }
 
 const Env = z.object({
@@ -27,7 +33,24 @@ const Env = z.object({
       // Browsers allow WebAuthn over http only on localhost: anything else must be https.
       return url.protocol === 'https:' || url.hostname === 'localhost';
     }, 'must be https unless the host is localhost'),
+  PIZZA_URL: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
+  // A live key is refused here, before anything could reach Stripe with it.
+  STRIPE_SECRET_KEY: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine(
+        (key) => key.startsWith('sk_test_'),
+        'must be a Stripe test-mode secret key (sk_test_…); live keys are refused',
+      )
+      .optional(),
+  ),
+  EXTENSIBLE_MCP_POLICY_ENGINE: z.preprocess(blankToUndefined, z.enum(['rego', 'cel']).default('rego')),
 });
+
+function blankToUndefined(value: unknown): unknown {
+  return typeof value === 'string' && value.trim() === '' ? undefined : value;
+}
 
 /** Parses the household environment; a bad value is a clear error naming the variable. */
 export function readHouseholdEnv(
@@ -43,5 +66,8 @@ export function readHouseholdEnv(
     origin: url.origin,
     rpId: url.hostname,
     adminDid: `did:web:${encodeURIComponent(url.host)}`,
+    ...(parsed.data.PIZZA_URL === undefined ? {} : { pizzaUrl: parsed.data.PIZZA_URL }),
+    ...(parsed.data.STRIPE_SECRET_KEY === undefined ? {} : { stripeSecretKey: parsed.data.STRIPE_SECRET_KEY }),
+    policyEngine: parsed.data.EXTENSIBLE_MCP_POLICY_ENGINE,
   };
 }

@@ -1,10 +1,12 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import type { IdentityStore } from '../identity/index';
-import { IdentityError } from '../identity/index';
+import { IdentityError, type IdentityStore } from '../identity/index';
+import { createSqliteEvidenceStore, type EvidenceStore, evidenceStoreMigrations } from '../proxy/index';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { identityMigrations } from './identity-migrations';
+import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
+import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
 
 /**
@@ -13,7 +15,13 @@ import { createSqliteIdentityStore } from './sqlite-identity-store';
  */
 const migrations: Readonly<Record<string, readonly Migration[]>> = {
   identity: identityMigrations,
+  payments: paymentsMigrations,
+  evidence: evidenceStoreMigrations,
+  'mock-rail': mockRailMigrations,
 };
+
+/** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
+const evidenceCapacity = 100_000;
 
 /** Options for {@link openHouseholdStore}. */
 export interface HouseholdStoreOptions {
@@ -26,6 +34,11 @@ export interface HouseholdStore {
   /** The file this store opened. */
   readonly path: string;
   readonly identity: IdentityStore;
+  readonly payments: PaymentStore;
+  /** Spent and held single-use evidence (SPEC §4.7). */
+  readonly evidence: EvidenceStore;
+  /** The mock rail's own ledger: what the "bank" charged, by idempotency key. */
+  readonly mockRail: MockRailStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -52,6 +65,9 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
     return {
       path: options.path,
       identity: createSqliteIdentityStore(opened),
+      payments: createSqlitePaymentStore(opened),
+      evidence: createSqliteEvidenceStore(opened, { capacity: evidenceCapacity }),
+      mockRail: createSqliteMockRailStore(opened),
       close: () => {
         opened.close();
       },

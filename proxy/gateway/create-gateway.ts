@@ -43,6 +43,12 @@ import type {
   StartReport,
 } from './types';
 
+/**
+ * `_meta` key by which a tool result says its outcome is unknown (`"unknown"`): the gateway then
+ * reports the dispatch as `unknown`, so single-use evidence stays held (SPEC §4.7).
+ */
+export const outcomeMetaKey = 'io.extensible-mcp/outcome';
+
 /** A tool implemented by the host, searched and called through the same pipelines as any other (SPEC §3.8). */
 export interface LocalTool {
   readonly name: string;
@@ -481,6 +487,15 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         target instanceof Downstream
           ? await target.call(request.toolName, { ...request.arguments })
           : await target.call(request.toolName, { ...request.arguments }, context);
+      // A server that cannot tell whether its side effect happened (a payment rail that timed out)
+      // says so; claiming it only ever keeps evidence held, never releases it.
+      if (result._meta?.[outcomeMetaKey] === 'unknown') {
+        const text = result.content
+          .map((block) => (block.type === 'text' ? block.text : ''))
+          .join(' ')
+          .trim();
+        return { status: 'unknown', reason: text || `Tool "${request.tool}" could not confirm its outcome.` };
+      }
       return { status: 'completed', result };
     } catch (error) {
       if (ProxyError.isInstance(error)) {

@@ -5,22 +5,67 @@ export interface EvidenceId {
   readonly expiresAt: number;
 }
 
-/** A reservation: held ids that are committed (spent) when the policy allows, or released when it does not. */
+/**
+ * Where a held id stands (SPEC §4.7). `reserved`: a call holds it while its policy decides (a
+ * lease, so a crash there frees it). `in-doubt`: the call was sent and its outcome is unknown, so
+ * it is held with no lease until settlement resolves it. `spent`: it authorised its one action.
+ */
+export type EvidenceState = 'reserved' | 'in-doubt' | 'spent';
+
+/** A held id as the store keeps it. */
+export interface HeldEvidence {
+  readonly id: string;
+  readonly state: EvidenceState;
+  /** The reservation holding it (absent only for entries older than reservations). */
+  readonly reservation?: string;
+  /** The fingerprint of the call that holds it (absent when reserved without one, e.g. spend on allow). */
+  readonly fingerprint?: string;
+  /** The serialised result the call settled with (spent on success only). */
+  readonly result?: string;
+}
+
+/** What {@link EvidenceStore.reserve} did: held every id, or none. */
 export type ReserveResult =
   | { readonly ok: true; readonly reservation: string }
-  | { readonly ok: false; readonly reason: 'spent' | 'full'; readonly id?: string };
+  | { readonly ok: false; readonly reason: 'full' }
+  /**
+   * Some id is already held (or the call names one id twice). `held` lists the live entries for
+   * the requested ids, read in the same transaction, so the caller can tell a retry of the same
+   * call from evidence reused for another one.
+   */
+  | { readonly ok: false; readonly reason: 'spent'; readonly id?: string; readonly held: readonly HeldEvidence[] };
+
+/** Options of {@link EvidenceStore.reserve}. */
+export interface ReserveOptions {
+  /** The fingerprint of the call reserving (tool, arguments without credentials, evidence ids). */
+  readonly fingerprint?: string;
+}
+
+/** Options of {@link EvidenceStore.commit}. */
+export interface CommitOptions {
+  /** The serialised result to replay to a retry of the same call. */
+  readonly result?: string;
+}
 
 /**
  * Durable store of spent evidence (SPEC §4.7, §11). `reserve` is the atomic check-and-spend: it
  * either holds every id or none. Implementations must be correct across processes sharing the store.
  */
 export interface EvidenceStore {
-  /** Atomically: refuse if any id is spent or reserved, refuse if the store is full (never evict), else hold them all. */
-  reserve(ids: readonly EvidenceId[], now: number): Promise<ReserveResult>;
-  /** Marks a reservation's ids spent for good. */
-  commit(reservation: string): Promise<void>;
-  /** Frees a reservation's ids: the inner filter denied, so nothing was spent. */
+  /** Atomically: refuse if any id is held, refuse if the store is full (never evict), else reserve them all with a lease. */
+  reserve(ids: readonly EvidenceId[], now: number, options?: ReserveOptions): Promise<ReserveResult>;
+  /**
+   * Moves a reservation from `reserved` to `in-doubt` before its call is sent: no lease from now
+   * on, and never purged by time, so a call that may have run can never be authorised again by
+   * waiting. Throws when the reservation is no longer held (its lease lapsed).
+   */
+  markInDoubt(reservation: string): Promise<void>;
+  /** Marks a reservation's ids (reserved or in doubt) spent for good, keeping `result` for replay. Throws when it is no longer held. */
+  commit(reservation: string, options?: CommitOptions): Promise<void>;
+  /** Frees a reservation's ids (reserved or in doubt): nothing was spent. A no-op when already gone. */
   release(reservation: string): Promise<void>;
+  /** The live entries among `ids` (an expired reservation or expired spent evidence is not live; in-doubt always is). */
+  lookup(ids: readonly string[], now: number): Promise<readonly HeldEvidence[]>;
   /** Whether an id is currently spent or held. */
   isSpent(id: string, now: number): Promise<boolean>;
   close(): Promise<void>;

@@ -131,7 +131,12 @@ export async function assembleInput(plan: FetchPlan, context: AssemblyContext): 
     try {
       value = await readSource(plan, entry, input, context);
     } catch (error) {
-      if (error instanceof MissingReference) return { ok: false, kind: 'missing', field: entry.field };
+      if (error instanceof MissingReference) {
+        // A conditional entry built from an absent conditional field is absent too (the parent's
+        // evidence when no parent approval was given); a required one stops assembly.
+        if (entry.guard?.always === false) continue;
+        return { ok: false, kind: 'missing', field: entry.field };
+      }
       return { ok: false, kind: 'fault', field: entry.field, error };
     }
     if (value === undefined || value === null) {

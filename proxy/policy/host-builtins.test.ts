@@ -19,6 +19,18 @@ describe('host builtins', () => {
     expect(builtins.jwtVerifyEddsa(signCompact(party, '{}'), fixtureParty('other').jwk)).toBe(false);
   });
 
+  it('io.jwt.verify_eddsa remembers a valid signature per key, never a forged one or another key', () => {
+    const fresh = createHostBuiltins();
+    const token = signCompact(party, '{"n":1}');
+    const [header, payload, signature = ''] = token.split('.');
+    const forged = `${header}.${payload}.${signature.slice(0, -2)}${signature.endsWith('AA') ? 'AB' : 'AA'}`;
+    expect(fresh.jwtVerifyEddsa(token, party.jwk)).toBe(true);
+    expect(fresh.jwtVerifyEddsa(token, party.jwk)).toBe(true);
+    expect(fresh.jwtVerifyEddsa(forged, party.jwk)).toBe(false);
+    expect(fresh.jwtVerifyEddsa(token, fixtureParty('other').jwk)).toBe(false);
+    expect(fresh.jwtVerifyEddsa(token, JSON.stringify(party.jwk))).toBe(true);
+  });
+
   it('io.jwt.verify_eddsa throws on a bad key (an error, not a denial)', () => {
     expect(() => builtins.jwtVerifyEddsa('a.b.c', { kty: 'EC' })).toThrow(/malformed/);
     expect(() => builtins.jwtVerifyEddsa('a.b.c', 'not json')).toThrow();

@@ -8,6 +8,8 @@ import { safeJsonParse } from './safe-json';
 export interface HostBuiltinsOptions {
   /** WebAuthn relying party; `verify_webauthn` is an error without it. */
   readonly webauthn?: { readonly rpId: string };
+  /** Remember valid EdDSA signatures per key (default true); off only to measure every verification. */
+  readonly rememberVerified?: boolean;
 }
 
 /**
@@ -57,6 +59,11 @@ const DID_KEY_IDENTIFIER_LIMIT = 128;
 /** Multicodec varint prefix of an Ed25519 public key (0xed). */
 const ED25519_MULTICODEC = [0xed, 0x01] as const;
 const KEY_CACHE_LIMIT = 256;
+/**
+ * Valid signatures remembered per key: long-lived credentials (memberships, enrollments) verify
+ * once. Only successes are kept, so forged tokens cannot crowd out good ones.
+ */
+const VERIFIED_CACHE_LIMIT = 1024;
 /** WebAuthn authenticator data flags (W3C WebAuthn §6.1). */
 const FLAG_USER_PRESENT = 0x01;
 const FLAG_USER_VERIFIED = 0x04;
@@ -64,6 +71,9 @@ const FLAG_USER_VERIFIED = 0x04;
 /** Builds the host builtins. Key objects are cached so repeated verification skips JWK import. */
 export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuiltins {
   const keyCache = new Map<string, KeyObject>();
+  // A signature check is a pure function of the exact key and the exact JWS text, so a success can
+  // be remembered; a KeyObject identity stands for the key (the key cache hands out one per key).
+  const verified = new WeakMap<KeyObject, Set<string>>();
 
   /** Imports a JWK, throwing `builtin_failed`: a malformed configured key is an operator fault, not a denial. */
   function importKey(jwk: unknown, kind: 'Ed25519' | 'P-256'): KeyObject {
@@ -111,20 +121,13 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
       const key = importKey(jwk, 'Ed25519');
       // 1. Compact JWS: exactly three base64url segments.
       if (typeof jws !== 'string') return false;
-      const parts = jws.split('.');
-      if (parts.length !== 3) return false;
-      const [header, payload, signature] = parts as [string, string, string];
-      // 2. Protected header: a JSON object whose alg is EdDSA (or the newer fully-specified Ed25519); no crit.
-      const headerBytes = decodeBase64url(header);
-      if (!headerBytes || !decodeBase64url(payload)) return false;
-      const headerJson = safeJsonParse(headerBytes.toString('utf8'));
-      if (!headerJson.ok || !isRecord(headerJson.value)) return false;
-      const alg = headerJson.value.alg;
-      if ((alg !== 'EdDSA' && alg !== 'Ed25519') || 'crit' in headerJson.value) return false;
-      // 3. Signature: 64 bytes over the ASCII signing input `header.payload`.
-      const signatureBytes = decodeBase64url(signature);
-      if (signatureBytes?.length !== 64) return false;
-      return verify(null, Buffer.from(`${header}.${payload}`, 'ascii'), key, signatureBytes);
+      if (verified.get(key)?.has(jws)) return true;
+      if (!verifyCompactEddsa(jws, key)) return false;
+      if (options.rememberVerified === false) return true;
+      const remembered = verified.get(key) ?? new Set<string>();
+      if (remembered.size >= VERIFIED_CACHE_LIMIT) remembered.clear();
+      verified.set(key, remembered.add(jws));
+      return true;
     },
     verifyWebauthn: (authenticatorData, clientDataJson, signature, jwk) => {
       const rpId = options.webauthn?.rpId;
@@ -155,6 +158,24 @@ export function createHostBuiltins(options: HostBuiltinsOptions = {}): HostBuilt
       }
     },
   };
+}
+
+/** Verifies a compact EdDSA JWS (the steps after the key import and the string check). */
+function verifyCompactEddsa(jws: string, key: KeyObject): boolean {
+  const parts = jws.split('.');
+  if (parts.length !== 3) return false;
+  const [header, payload, signature] = parts as [string, string, string];
+  // 2. Protected header: a JSON object whose alg is EdDSA (or the newer fully-specified Ed25519); no crit.
+  const headerBytes = decodeBase64url(header);
+  if (!headerBytes || !decodeBase64url(payload)) return false;
+  const headerJson = safeJsonParse(headerBytes.toString('utf8'));
+  if (!headerJson.ok || !isRecord(headerJson.value)) return false;
+  const alg = headerJson.value.alg;
+  if ((alg !== 'EdDSA' && alg !== 'Ed25519') || 'crit' in headerJson.value) return false;
+  // 3. Signature: 64 bytes over the ASCII signing input `header.payload`.
+  const signatureBytes = decodeBase64url(signature);
+  if (signatureBytes?.length !== 64) return false;
+  return verify(null, Buffer.from(`${header}.${payload}`, 'ascii'), key, signatureBytes);
 }
 
 /** Decodes a `did:key` Ed25519 identifier (multibase base58btc, multicodec 0xed01) to its JWK. */

@@ -13,7 +13,15 @@ export {
   type RouteResolverOptions,
 } from './bundle-router';
 export { CEL_BUILTIN_NAMES, type CelEngineOptions, celChecksSchema, loadCelEngine } from './cel-engine';
-export type { EvidenceId, EvidenceStore, ReserveResult } from './evidence-store';
+export type {
+  CommitOptions,
+  EvidenceId,
+  EvidenceState,
+  EvidenceStore,
+  HeldEvidence,
+  ReserveOptions,
+  ReserveResult,
+} from './evidence-store';
 export {
   type AssemblyContext,
   type AssemblyResult,
@@ -39,5 +47,20 @@ export { type PolicyDecisionRecord, type PolicyFilterOptions, policyFilter } fro
 export { loadRegoEngine, type RegoEngine, type RegoEngineOptions, regoBuiltinTable } from './rego-engine';
 export { type RegoPolicyFilterOptions, regoPolicyFilter } from './rego-policy-filter';
 export { type SafeJsonResult, safeJsonParse } from './safe-json';
-export { type SingleUseFilterOptions, singleUseFilter } from './single-use';
-export { openSqliteEvidenceStore, type SqliteEvidenceStoreOptions } from './sqlite-evidence-store';
+export {
+  DEFAULT_MAX_EVIDENCE_LIFETIME_MS,
+  DEFAULT_MAX_RESULT_BYTES,
+  PAYMENT_IN_PROGRESS_REASON,
+  type ResolveInDoubt,
+  type SingleUseFilterOptions,
+  type SpendMode,
+  singleUseFilter,
+} from './single-use';
+export {
+  createSqliteEvidenceStore,
+  type EvidenceStoreMigration,
+  evidenceStoreMigrations,
+  openSqliteEvidenceStore,
+  type SqliteEvidenceStoreOptions,
+  type SqliteEvidenceStoreSettings,
+} from './sqlite-evidence-store';

@@ -1,6 +1,28 @@
-import type { CallContext, CallFilter, CallRequest, CallVerdict } from '../gateway/types';
-import type { EvidenceId, EvidenceStore } from './evidence-store';
+import { createHash } from 'node:crypto';
+import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ProxyError } from '../errors';
+import type { CallContext, CallFilter, CallRequest, CallVerdict, Dispatch, DispatchOutcome } from '../gateway/types';
+import { qualifyName } from '../names';
+import type { EvidenceId, EvidenceStore, HeldEvidence } from './evidence-store';
 import { safeJsonParse } from './safe-json';
+
+/**
+ * When single-use evidence is spent. `on-allow`: as soon as the policy allows (any governed
+ * call). `on-success`: only when the dispatched call succeeds (a payment, SPEC §4.7): released on
+ * a failure the downstream reports, left in doubt when the outcome is unknown.
+ */
+export type SpendMode = 'on-allow' | 'on-success';
+
+/**
+ * Asks the host how an in-doubt call really ended (the payments side re-asks its rail by the
+ * idempotency key and issues the receipt). Answer `failed` only when the call certainly did not
+ * and will not take effect: the evidence is then released and the retry dispatched afresh.
+ */
+export type ResolveInDoubt = (
+  request: CallRequest,
+  context: CallContext,
+  evidence: readonly EvidenceId[],
+) => Promise<DispatchOutcome>;
 
 /** Options for {@link singleUseFilter}. */
 export interface SingleUseFilterOptions {
@@ -19,6 +41,12 @@ export interface SingleUseFilterOptions {
    * before the store is touched.
    */
   readonly maxLifetimeMs?: number;
+  /** When the evidence is spent; default `on-allow`. */
+  readonly spend?: SpendMode;
+  /** `on-success` only: how a retry learns the outcome of an in-doubt call. Without it, a retry is told to wait. */
+  readonly resolveInDoubt?: ResolveInDoubt;
+  /** `on-success` only: the largest serialised result kept for replay, in bytes (default {@link DEFAULT_MAX_RESULT_BYTES}). */
+  readonly maxResultBytes?: number;
 }
 
 /**
@@ -27,14 +55,45 @@ export interface SingleUseFilterOptions {
  */
 export const DEFAULT_MAX_EVIDENCE_LIFETIME_MS = 24 * 60 * 60 * 1000 + 60 * 1000;
 
+/** 64 KiB: far more than a receipt; a bigger result is spent all the same but replayed as a short notice. */
+export const DEFAULT_MAX_RESULT_BYTES = 64 * 1024;
+
+/**
+ * The denial a retry gets while its first call's outcome is unknown (SPEC §4.7
+ * `payment_in_progress`). Hosts and tests recognise it by its `payment_in_progress:` prefix.
+ */
+export const PAYMENT_IN_PROGRESS_REASON =
+  'payment_in_progress: This payment is still being confirmed with the payment rail; do not pay again. Ask again in a moment.';
+
+const alreadyUsedReason =
+  'This evidence has already been used. Signed evidence authorises one action; obtain fresh approval.';
+const reusedReason =
+  'This evidence has already been used for a different call. Signed evidence authorises one action, with the arguments it was first used with; obtain fresh approval.';
+const replayReason =
+  'This evidence already authorised this exact call; its first result is returned again and nothing was sent.';
+const storeUnavailableReason = 'The single-use evidence store is unavailable, so the call is refused.';
+const fullReason = 'Too much unexpired evidence is being tracked right now; the call is refused. Try again later.';
+/** How often one call re-reads the store after a settlement race (a concurrent commit or release) before it tells the caller to wait. */
+const maxSettlementRounds = 3;
+
 /**
  * Single-use evidence (SPEC §4.7): keys on the `jti` inside each signed payload. An id already
- * spent denies without consulting the policy; ids are reserved atomically before the inner filter
- * runs, committed only if it allows, and released if it denies or throws — a refused call spends nothing.
+ * held denies without consulting the policy; ids are reserved atomically before the inner filter
+ * runs and released if it denies or throws — a refused call spends nothing. With `spend:
+ * 'on-allow'` an allow commits at once; with `spend: 'on-success'` single-use wraps dispatch:
+ * in doubt before the call is sent, spent (with its result) on success, released on a reported
+ * failure, left in doubt otherwise; a retry of the same call gets the first result or
+ * {@link PAYMENT_IN_PROGRESS_REASON}, and reuse for other arguments is denied.
  */
 export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
   const now = options.now ?? Date.now;
   const maxLifetimeMs = options.maxLifetimeMs ?? DEFAULT_MAX_EVIDENCE_LIFETIME_MS;
+  const spend = options.spend ?? 'on-allow';
+  if (spend === 'on-allow' && (options.resolveInDoubt || options.maxResultBytes !== undefined)) {
+    throw new ProxyError('config-invalid', 'resolveInDoubt and maxResultBytes apply only to spend: "on-success".');
+  }
+  const settlement = spend === 'on-success' ? onSuccessSettlement(options, now) : undefined;
+
   return async function singleUse(request: CallRequest, context: CallContext): Promise<CallVerdict> {
     // 1. Read each evidence id. The payload is not verified yet: a forged id can only cause a refusal,
     //    and nothing is spent unless the policy (which verifies the signature) allows.
@@ -61,42 +120,19 @@ export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
       ids.push(evidence);
     }
     if (ids.length === 0) return options.inner(request, context);
+    if (settlement) return settlement(request, context, ids);
     // 2. Atomic check-and-hold.
     let reserved: Awaited<ReturnType<EvidenceStore['reserve']>>;
     try {
       reserved = await options.store.reserve(ids, now());
     } catch (error) {
       options.onError?.(error);
-      return { decision: 'deny', reason: 'The single-use evidence store is unavailable, so the call is refused.' };
+      return { decision: 'deny', reason: storeUnavailableReason };
     }
-    if (!reserved.ok) {
-      return reserved.reason === 'full'
-        ? {
-            decision: 'deny',
-            reason: 'Too much unexpired evidence is being tracked right now; the call is refused. Try again later.',
-          }
-        : {
-            decision: 'deny',
-            reason:
-              'This evidence has already been used. Signed evidence authorises one action; obtain fresh approval.',
-          };
-    }
+    if (!reserved.ok) return { decision: 'deny', reason: reserved.reason === 'full' ? fullReason : alreadyUsedReason };
     // 3. The policy decides; commit on allow, release otherwise (including a throwing inner filter).
-    let verdict: CallVerdict;
-    try {
-      verdict = await options.inner(request, context);
-    } catch (error) {
-      await options.store
-        .release(reserved.reservation)
-        .catch((releaseError: unknown) => options.onError?.(releaseError));
-      throw error;
-    }
-    if (verdict.decision !== 'allow') {
-      await options.store
-        .release(reserved.reservation)
-        .catch((releaseError: unknown) => options.onError?.(releaseError));
-      return verdict;
-    }
+    const verdict = await decideReleasingOnDeny(options, request, context, reserved.reservation);
+    if (verdict.decision !== 'allow') return verdict;
     try {
       await options.store.commit(reserved.reservation);
     } catch (error) {
@@ -105,6 +141,213 @@ export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
     }
     return verdict;
   };
+}
+
+/** Runs the inner filter on a held reservation, releasing it when the filter denies or throws. */
+async function decideReleasingOnDeny(
+  options: SingleUseFilterOptions,
+  request: CallRequest,
+  context: CallContext,
+  reservation: string,
+): Promise<CallVerdict> {
+  const release = () =>
+    options.store.release(reservation).catch((releaseError: unknown) => options.onError?.(releaseError));
+  let verdict: CallVerdict;
+  try {
+    verdict = await options.inner(request, context);
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  if (verdict.decision !== 'allow') await release();
+  return verdict;
+}
+
+/** What a look at the held entries decided: a verdict for the caller, or read the store again. */
+type HeldDecision = { readonly kind: 'verdict'; readonly verdict: CallVerdict } | { readonly kind: 'again' };
+
+/**
+ * The `on-success` flow (SPEC §4.7, single-use through settlement): reserve → policy → in doubt →
+ * dispatch → spent | released | in doubt, and the answer to a call whose evidence is already held.
+ */
+function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number) {
+  const { store } = options;
+  const maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+  /** Reservations whose call this process is running right now: never resolved from under it. */
+  const running = new Set<string>();
+  const logged = (error: unknown) => options.onError?.(error);
+  const verdict = (value: CallVerdict): HeldDecision => ({ kind: 'verdict', verdict: value });
+  const inProgress: CallVerdict = { decision: 'deny', reason: PAYMENT_IN_PROGRESS_REASON };
+
+  /** Records how the dispatched call ended; a store fault leaves the entry in doubt (never reusable). */
+  async function settle(reservation: string, outcome: DispatchOutcome): Promise<void> {
+    try {
+      if (outcome.status === 'completed' && outcome.result.isError !== true) {
+        // Succeeded: spent for good, with the result a retry is shown.
+        await store.commit(reservation, { result: serialiseResult(outcome.result, maxResultBytes) });
+      } else if (outcome.status === 'failed' || outcome.status === 'completed') {
+        // The downstream reported a failure (a decline, a 4xx, an error result): nothing was
+        // spent, so the approval may be retried.
+        await store.release(reservation);
+      }
+      // Unknown (timeout, lost connection): it may have run, so it stays in doubt, with no lease.
+    } catch (error) {
+      logged(error);
+    }
+  }
+
+  /** The policy on a fresh reservation; on allow, dispatch wrapped by the settlement steps. */
+  async function decideAndWrap(request: CallRequest, context: CallContext, reservation: string): Promise<CallVerdict> {
+    const decided = await decideReleasingOnDeny(options, request, context, reservation);
+    if (decided.decision !== 'allow') return decided;
+    const innerWrap = decided.wrap;
+    const wrap = async (dispatch: Dispatch): Promise<DispatchOutcome> => {
+      // 1. In doubt before anything is sent, durably: a crash from here on never frees the evidence.
+      try {
+        await store.markInDoubt(reservation);
+      } catch (error) {
+        logged(error);
+        await store.release(reservation).catch(logged);
+        return { status: 'failed', reason: 'The evidence could not be held for this call, so it was not sent.' };
+      }
+      running.add(reservation);
+      try {
+        // 2. Dispatch (through the inner filter's own wrap, if it has one), then settle by the outcome.
+        const outcome = innerWrap ? await innerWrap(dispatch) : await dispatch();
+        await settle(reservation, outcome);
+        return outcome;
+      } finally {
+        running.delete(reservation);
+      }
+    };
+    return { decision: 'allow', ...(decided.request && { request: decided.request }), wrap };
+  }
+
+  /** A call whose evidence is already held: replay, wait, resolve or refuse. */
+  async function answerHeld(
+    held: readonly HeldEvidence[],
+    fingerprint: string,
+    call: { request: CallRequest; context: CallContext; ids: readonly EvidenceId[] },
+  ): Promise<HeldDecision> {
+    // 1. Held for a different call (other arguments, other evidence, or spent on allow): refused.
+    const reservations = new Set(held.map((entry) => entry.reservation));
+    const [reservation] = reservations;
+    if (
+      held.length === 0 ||
+      reservations.size !== 1 ||
+      reservation === undefined ||
+      held.some((entry) => entry.fingerprint !== fingerprint)
+    ) {
+      return verdict({ decision: 'deny', reason: held.length === 0 ? alreadyUsedReason : reusedReason });
+    }
+    // 2. Spent by this very call: the first result again, nothing sent.
+    const spent = held.find((entry) => entry.state === 'spent');
+    if (spent) {
+      const result = spent.result === undefined ? undefined : parseStoredResult(spent.result);
+      return verdict(
+        result ? { decision: 'deny', reason: replayReason, result } : { decision: 'deny', reason: alreadyUsedReason },
+      );
+    }
+    // 3. Still deciding, or being sent by this process right now: wait.
+    if (held.some((entry) => entry.state === 'reserved') || running.has(reservation) || !options.resolveInDoubt) {
+      return verdict(inProgress);
+    }
+    // 4. In doubt: the host asks the rail how it ended.
+    let outcome: DispatchOutcome;
+    try {
+      outcome = await options.resolveInDoubt(call.request, call.context, call.ids);
+    } catch (error) {
+      logged(error);
+      return verdict(inProgress);
+    }
+    if (outcome.status === 'unknown') return verdict(inProgress);
+    try {
+      if (outcome.status === 'completed' && outcome.result.isError !== true) {
+        await store.commit(reservation, { result: serialiseResult(outcome.result, maxResultBytes) });
+        return verdict({ decision: 'deny', reason: replayReason, result: outcome.result });
+      }
+      // It certainly failed: free the evidence and treat this call as a fresh attempt.
+      await store.release(reservation);
+    } catch (error) {
+      // A concurrent retry settled it first: read the store again.
+      logged(error);
+    }
+    return { kind: 'again' };
+  }
+
+  return async function settleOnSuccess(
+    request: CallRequest,
+    context: CallContext,
+    ids: readonly EvidenceId[],
+  ): Promise<CallVerdict> {
+    const fingerprint = callFingerprint(request, ids);
+    for (let round = 0; round < maxSettlementRounds; round++) {
+      let reserved: Awaited<ReturnType<EvidenceStore['reserve']>>;
+      try {
+        reserved = await store.reserve(ids, now(), { fingerprint });
+      } catch (error) {
+        logged(error);
+        return { decision: 'deny', reason: storeUnavailableReason };
+      }
+      if (reserved.ok) return decideAndWrap(request, context, reserved.reservation);
+      if (reserved.reason === 'full') return { decision: 'deny', reason: fullReason };
+      const decided = await answerHeld(reserved.held, fingerprint, { request, context, ids });
+      if (decided.kind === 'verdict') return decided.verdict;
+    }
+    return inProgress;
+  };
+}
+
+/**
+ * SHA-256 over the canonical JSON of what makes a call "the same call": the tool's qualified name,
+ * its arguments without the credential fields (a fresh copy of a credential is the same call) and
+ * the evidence ids it spends.
+ */
+function callFingerprint(request: CallRequest, ids: readonly EvidenceId[]): string {
+  const tool =
+    request.server !== undefined && request.toolName !== undefined
+      ? qualifyName(request.server.name, request.toolName)
+      : request.tool;
+  const credentials = new Set(request.credentialFields);
+  const args = Object.fromEntries(Object.entries(request.arguments).filter(([key]) => !credentials.has(key)));
+  const canonical = canonicalJson({ tool, arguments: args, evidence: ids.map((evidence) => evidence.id) });
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** JSON with object keys sorted at every depth, so equal values always hash alike. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item ?? null)).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    const members = Object.keys(record)
+      .sort()
+      .flatMap((key) => (record[key] === undefined ? [] : [`${JSON.stringify(key)}:${canonicalJson(record[key])}`]));
+    return `{${members.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The result as kept for replay; one too large to keep becomes a short notice (the call is spent all the same). */
+function serialiseResult(result: CallToolResult, maxBytes: number): string {
+  const text = JSON.stringify(result);
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
+  const notice: CallToolResult = {
+    content: [
+      {
+        type: 'text',
+        text: 'This call already completed with this evidence; its result was too large to keep, so it cannot be shown again.',
+      },
+    ],
+  };
+  return JSON.stringify(notice);
+}
+
+/** A stored result, read back through the safe JSON helper and the SDK's schema; undefined when unreadable. */
+function parseStoredResult(text: string): CallToolResult | undefined {
+  const parsed = safeJsonParse(text);
+  if (!parsed.ok) return undefined;
+  const checked = CallToolResultSchema.safeParse(parsed.value);
+  return checked.success ? (checked.data as CallToolResult) : undefined;
 }
 
 /** "24 hours", "15 minutes" or "90 seconds" (rounded down), for refusal messages. */

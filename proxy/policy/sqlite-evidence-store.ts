@@ -1,105 +1,279 @@
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
-import type { EvidenceId, EvidenceStore, ReserveResult } from './evidence-store';
+import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
 
-/** Options for {@link openSqliteEvidenceStore}. */
-export interface SqliteEvidenceStoreOptions {
-  /** Database file (`:memory:` only for tests; durability needs a file). */
-  readonly path: string;
-  /** Most live entries kept; a reservation beyond it is refused, never evicting a spent id. */
-  readonly capacity: number;
-  /**
-   * How long a reservation may stay uncommitted before it is treated as abandoned (a crash between
-   * reserve and commit happens before the policy allowed, so nothing was executed). Default 60 s.
-   */
-  readonly leaseMs?: number;
+/** One schema step of the evidence table: the same shape as the household store's migrations. */
+export interface EvidenceStoreMigration {
+  /** Positive integer, strictly increasing. */
+  readonly version: number;
+  readonly sql: string;
 }
 
 /**
- * The embedded SQLite evidence store (WAL). Reserve runs in a `BEGIN IMMEDIATE` transaction, which
- * takes the write lock first, so two processes sharing the file cannot both reserve one id.
+ * The evidence table's migrations (SPEC §4.7, §11), oldest first, for a host that keeps the table
+ * in its own database (the household's one SQLite file registers them under a module name of its
+ * choosing, e.g. `evidence`). {@link openSqliteEvidenceStore} applies them itself. Append a new
+ * version to change the table; never edit one that has shipped.
  */
-export function openSqliteEvidenceStore(options: SqliteEvidenceStoreOptions): EvidenceStore {
-  const leaseMs = options.leaseMs ?? 60_000;
-  let database: Database.Database;
-  try {
-    database = new Database(options.path);
-    database.pragma('journal_mode = WAL');
-    database.pragma('busy_timeout = 5000');
-    database.exec(`CREATE TABLE IF NOT EXISTS spent_evidence (
+export const evidenceStoreMigrations: readonly EvidenceStoreMigration[] = [
+  {
+    // The table as first shipped; IF NOT EXISTS so a file created before migrations were recorded is adopted.
+    version: 1,
+    sql: `CREATE TABLE IF NOT EXISTS spent_evidence (
       id TEXT PRIMARY KEY,
       expires_at INTEGER NOT NULL,
       state TEXT NOT NULL CHECK (state IN ('reserved', 'spent')),
       reservation TEXT,
       lease_until INTEGER
-    ) STRICT`);
+    ) STRICT;`,
+  },
+  {
+    // Settlement (single-use through dispatch): the `in-doubt` state, the call's fingerprint and
+    // the result a retry replays. SQLite cannot widen a CHECK in place, so the table is rebuilt
+    // and every existing row (reserved or spent) carried over unchanged.
+    version: 2,
+    sql: `CREATE TABLE spent_evidence_v2 (
+      id TEXT PRIMARY KEY,
+      expires_at INTEGER NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('reserved', 'in-doubt', 'spent')),
+      reservation TEXT,
+      lease_until INTEGER,
+      fingerprint TEXT,
+      result TEXT
+    ) STRICT;
+    INSERT INTO spent_evidence_v2 (id, expires_at, state, reservation, lease_until)
+      SELECT id, expires_at, state, reservation, lease_until FROM spent_evidence;
+    DROP TABLE spent_evidence;
+    ALTER TABLE spent_evidence_v2 RENAME TO spent_evidence;
+    CREATE INDEX spent_evidence_by_reservation ON spent_evidence (reservation);`,
+  },
+];
+
+/** The module name {@link openSqliteEvidenceStore} records its migrations under in `schema_migrations`. */
+const migrationModule = 'evidence';
+
+/** Options for {@link createSqliteEvidenceStore}. */
+export interface SqliteEvidenceStoreSettings {
+  /** Most live entries kept; a reservation beyond it is refused, never evicting a held id. */
+  readonly capacity: number;
+  /**
+   * How long a reservation may stay uncommitted before it is treated as abandoned (a crash between
+   * reserve and commit happens before the policy allowed, so nothing was executed). Default 60 s.
+   * An in-doubt entry has no lease.
+   */
+  readonly leaseMs?: number;
+}
+
+/** Options for {@link openSqliteEvidenceStore}. */
+export interface SqliteEvidenceStoreOptions extends SqliteEvidenceStoreSettings {
+  /** Database file (`:memory:` only for tests; durability needs a file). */
+  readonly path: string;
+}
+
+/**
+ * Opens (creating or upgrading) a SQLite file of its own as the evidence store (WAL, busy
+ * timeout, {@link evidenceStoreMigrations} applied). `close()` closes the file.
+ */
+export function openSqliteEvidenceStore(options: SqliteEvidenceStoreOptions): EvidenceStore {
+  let database: Database.Database | undefined;
+  try {
+    database = new Database(options.path);
+    database.pragma('journal_mode = WAL');
+    database.pragma('busy_timeout = 5000');
+    applyEvidenceMigrations(database);
   } catch (error) {
+    database?.close();
     throw new ProxyError('store-failed', `cannot open evidence store ${options.path}`, { cause: error });
   }
-  const purge = database.prepare(
-    `DELETE FROM spent_evidence WHERE expires_at <= @now OR (state = 'reserved' AND lease_until <= @now)`,
-  );
-  const count = database.prepare('SELECT COUNT(*) AS n FROM spent_evidence');
-  const insert = database.prepare(
-    `INSERT INTO spent_evidence (id, expires_at, state, reservation, lease_until)
-     VALUES (@id, @expiresAt, 'reserved', @reservation, @leaseUntil) ON CONFLICT (id) DO NOTHING`,
-  );
-  const commit = database.prepare(
-    `UPDATE spent_evidence SET state = 'spent', lease_until = NULL WHERE reservation = ? AND state = 'reserved'`,
-  );
-  const release = database.prepare(`DELETE FROM spent_evidence WHERE reservation = ? AND state = 'reserved'`);
-  const lookup = database.prepare(
-    `SELECT 1 FROM spent_evidence WHERE id = @id AND expires_at > @now AND (state = 'spent' OR lease_until > @now)`,
-  );
+  const opened = database;
+  const store = createSqliteEvidenceStore(opened, options);
+  return {
+    ...store,
+    async close() {
+      opened.close();
+    },
+  };
+}
 
-  const reserveTransaction = database.transaction((ids: readonly EvidenceId[], now: number): ReserveResult => {
-    // 1. Forget what has expired with its evidence, and abandoned reservations.
-    purge.run({ now });
-    // 2. Capacity: refuse rather than evict (evicting a spent id would let it be replayed).
-    const live = (count.get() as { n: number }).n;
-    if (live + ids.length > options.capacity) return { ok: false, reason: 'full' };
-    // 3. Insert every id or none: a conflict on any id rolls the whole reservation back.
-    const reservation = randomUUID();
-    for (const evidence of ids) {
-      const result = insert.run({
-        id: evidence.id,
-        expiresAt: evidence.expiresAt,
-        reservation,
-        leaseUntil: now + leaseMs,
-      });
-      if (result.changes !== 1) throw new SpentConflict(evidence.id);
-    }
-    return { ok: true, reservation };
-  });
+/**
+ * The evidence store on an existing better-sqlite3 handle whose owner has applied
+ * {@link evidenceStoreMigrations} (the household store). Every check-and-hold runs in a
+ * `BEGIN IMMEDIATE` transaction, which takes the write lock first, so two processes sharing the
+ * file cannot both reserve one id. `close()` leaves the handle to its owner.
+ */
+export function createSqliteEvidenceStore(
+  database: Database.Database,
+  settings: SqliteEvidenceStoreSettings,
+): EvidenceStore {
+  const leaseMs = settings.leaseMs ?? 60_000;
+  let statements: ReturnType<typeof prepare>;
+  try {
+    statements = prepare(database);
+  } catch (error) {
+    throw new ProxyError(
+      'store-failed',
+      'the evidence table is missing or outdated: apply evidenceStoreMigrations to this database first',
+      { cause: error },
+    );
+  }
+  const { purge, count, live, insert, markInDoubt, commit, release } = statements;
+  const liveEntry = (id: string, now: number): HeldEvidence | undefined => {
+    const row = live.get({ id, now });
+    return row === undefined ? undefined : heldFromRow(row);
+  };
+
+  const reserveTransaction = database.transaction(
+    (ids: readonly EvidenceId[], now: number, fingerprint: string | null): ReserveResult => {
+      // 1. Forget what has expired with its evidence, and abandoned reservations (never an in-doubt entry).
+      purge.run({ now });
+      // 2. Any id already held refuses the whole call, with what holds it, read under the same lock.
+      const held = ids.flatMap((evidence) => liveEntry(evidence.id, now) ?? []);
+      const first = held[0];
+      if (first) return { ok: false, reason: 'spent', id: first.id, held };
+      // 3. Capacity: refuse rather than evict (evicting a held id would let it be replayed).
+      const { n } = count.get() as { n: number };
+      if (n + ids.length > settings.capacity) return { ok: false, reason: 'full' };
+      // 4. Insert every id or none: an id named twice in one call rolls the whole reservation back.
+      const reservation = randomUUID();
+      for (const evidence of ids) {
+        const result = insert.run({
+          id: evidence.id,
+          expiresAt: evidence.expiresAt,
+          reservation,
+          leaseUntil: now + leaseMs,
+          fingerprint,
+        });
+        if (result.changes !== 1) throw new SpentConflict(evidence.id);
+      }
+      return { ok: true, reservation };
+    },
+  );
+  const lookupTransaction = database.transaction((ids: readonly string[], now: number) =>
+    ids.flatMap((id) => liveEntry(id, now) ?? []),
+  );
 
   return {
-    async reserve(ids, now) {
+    async reserve(ids, now, options) {
       try {
-        return reserveTransaction.immediate(ids, now);
+        return reserveTransaction.immediate(ids, now, options?.fingerprint ?? null);
       } catch (error) {
-        if (error instanceof SpentConflict) return { ok: false, reason: 'spent', id: error.id };
+        if (error instanceof SpentConflict) return { ok: false, reason: 'spent', id: error.id, held: [] };
         throw new ProxyError('store-failed', 'evidence store reserve failed', { cause: error });
       }
     },
-    async commit(reservation) {
-      if (commit.run(reservation).changes === 0) {
+    async markInDoubt(reservation) {
+      if (markInDoubt.run(reservation).changes === 0) {
+        throw new ProxyError('store-failed', 'reservation expired before the call was sent');
+      }
+    },
+    async commit(reservation, options) {
+      if (commit.run({ reservation, result: options?.result ?? null }).changes === 0) {
         throw new ProxyError('store-failed', 'reservation expired before commit');
       }
     },
     async release(reservation) {
       release.run(reservation);
     },
+    async lookup(ids, now) {
+      return lookupTransaction(ids, now);
+    },
     async isSpent(id, now) {
-      return lookup.get({ id, now }) !== undefined;
+      return liveEntry(id, now) !== undefined;
     },
     async close() {
-      database.close();
+      // The handle belongs to whoever opened it.
     },
   };
 }
 
-/** Thrown inside the transaction to roll it back when an id is already held. */
+/** Every statement of the store: the one place that knows the table's SQL besides its migrations. */
+function prepare(database: Database.Database) {
+  return {
+    // In-doubt entries are never purged: a call that may have run is resolved by settlement, not by time.
+    purge: database.prepare(
+      `DELETE FROM spent_evidence WHERE state <> 'in-doubt'
+         AND (expires_at <= @now OR (state = 'reserved' AND lease_until <= @now))`,
+    ),
+    count: database.prepare('SELECT COUNT(*) AS n FROM spent_evidence'),
+    live: database.prepare<{ id: string; now: number }, EvidenceRow>(
+      `SELECT id, state, reservation, fingerprint, result FROM spent_evidence
+       WHERE id = @id AND (state = 'in-doubt' OR (expires_at > @now AND (state = 'spent' OR lease_until > @now)))`,
+    ),
+    insert: database.prepare(
+      `INSERT INTO spent_evidence (id, expires_at, state, reservation, lease_until, fingerprint)
+       VALUES (@id, @expiresAt, 'reserved', @reservation, @leaseUntil, @fingerprint) ON CONFLICT (id) DO NOTHING`,
+    ),
+    markInDoubt: database.prepare(
+      `UPDATE spent_evidence SET state = 'in-doubt', lease_until = NULL WHERE reservation = ? AND state = 'reserved'`,
+    ),
+    commit: database.prepare(
+      `UPDATE spent_evidence SET state = 'spent', lease_until = NULL, result = @result
+       WHERE reservation = @reservation AND state IN ('reserved', 'in-doubt')`,
+    ),
+    release: database.prepare(`DELETE FROM spent_evidence WHERE reservation = ? AND state IN ('reserved', 'in-doubt')`),
+  };
+}
+
+interface EvidenceRow {
+  readonly id: string;
+  readonly state: EvidenceState;
+  readonly reservation: string | null;
+  readonly fingerprint: string | null;
+  readonly result: string | null;
+}
+
+function heldFromRow(row: EvidenceRow): HeldEvidence {
+  return {
+    id: row.id,
+    state: row.state,
+    ...(row.reservation !== null && { reservation: row.reservation }),
+    ...(row.fingerprint !== null && { fingerprint: row.fingerprint }),
+    ...(row.result !== null && { result: row.result }),
+  };
+}
+
+/**
+ * Applies {@link evidenceStoreMigrations} to a file the store owns, recording them in a
+ * `schema_migrations` table laid out as the household store's. Each step runs with its record in
+ * one `BEGIN IMMEDIATE` transaction, so two processes opening one file apply it once; a file
+ * written by newer code is refused.
+ */
+function applyEvidenceMigrations(database: Database.Database): void {
+  database.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    module TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    applied_at INTEGER NOT NULL,
+    PRIMARY KEY (module, version)
+  ) STRICT`);
+  const newest = database
+    .prepare<[string], { version: number | null }>(
+      'SELECT MAX(version) AS version FROM schema_migrations WHERE module = ?',
+    )
+    .get(migrationModule)?.version;
+  const known = evidenceStoreMigrations.at(-1)?.version ?? 0;
+  if ((newest ?? 0) > known) {
+    throw new Error(`the evidence table is at version ${newest}, newer than this code knows (${known})`);
+  }
+  const applied = database.prepare<[string, number]>(
+    'SELECT 1 FROM schema_migrations WHERE module = ? AND version = ?',
+  );
+  const record = database.prepare<[string, number, number]>(
+    'INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)',
+  );
+  for (const migration of evidenceStoreMigrations) {
+    database
+      .transaction(() => {
+        // Re-checked under the write lock: another process may have applied it meanwhile.
+        if (applied.get(migrationModule, migration.version) !== undefined) return;
+        database.exec(migration.sql);
+        record.run(migrationModule, migration.version, Date.now());
+      })
+      .immediate();
+  }
+}
+
+/** Thrown inside the transaction to roll it back when an id is named twice in one call. */
 class SpentConflict extends Error {
   constructor(readonly id: string) {
     super(`evidence ${id} already used`);

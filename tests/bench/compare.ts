@@ -209,7 +209,7 @@ const optionsSchema = z.object({
 });
 
 const usage =
-  'usage: npm run bench:compare -- --baseline <git-rev> [--rounds N] [--only=calls,policy,search,retrieval,identity]';
+  'usage: npm run bench:compare -- --baseline <git-rev> [--rounds N] [--only=calls,policy,search,retrieval,identity,payments]';
 
 function parseOptions(argv: string[]) {
   const { values } = parseArgs({

@@ -11,6 +11,7 @@ import { connectClient } from '../proxy/helpers';
 import { buildIndex, evaluateRetrieval, loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
 import { identityBench } from './identity-bench';
 import { type Latency, measure, measureInterleaved } from './measure';
+import { paymentsBench } from './payments-bench';
 import { policyBench } from './policy-bench';
 
 // `npm run bench`: every performance figure of the project, as one JSON document on stdout,
@@ -150,7 +151,7 @@ const only = process.argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)
   .split(',');
-const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity') =>
+const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity' | 'payments') =>
   only === undefined || only.includes(part);
 
 async function main() {
@@ -194,6 +195,9 @@ async function main() {
   log('identity: issue and verify an OrderApproval');
   const identity = wanted('identity') ? await identityBench() : undefined;
 
+  log('payments: the gated charge decision and the whole order');
+  const payments = wanted('payments') ? await paymentsBench() : undefined;
+
   const hybridAt10k = search.find((entry) => entry.ranking === 'hybrid' && entry.tools >= 10_000);
   const result = {
     machine: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: availableParallelism() },
@@ -207,6 +211,7 @@ async function main() {
     callToolOverhead: calls,
     policy,
     identity,
+    payments,
     targets: {
       'call_tool added p50 <= 500 us (in-memory)': inMemory && {
         value: inMemory.addedP50Us,

@@ -225,3 +225,33 @@ describe('call filters that wrap dispatch', () => {
     expect(mortal.starts()).toHaveLength(2);
   });
 });
+
+describe('a result that declares its outcome unknown', () => {
+  it('reaches the wrap as unknown, never as completed, and the caller is told it may have run', async () => {
+    const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+    const { outcomeMetaKey } = await import('../../proxy/index');
+    const rail = new McpServer({ name: 'rail', version: '1.0.0' });
+    let charges = 0;
+    rail.registerTool('charge', { description: 'Charges a card on the payment rail' }, () => {
+      charges += 1;
+      return {
+        content: [{ type: 'text', text: 'The payment rail did not answer in time.' }],
+        isError: true,
+        _meta: { [outcomeMetaKey]: 'unknown' },
+      };
+    });
+    const seen: DispatchOutcome[] = [];
+    const gateway = await startedGateway(cleanups, {
+      servers: { rail: { kind: 'in-process', server: rail } },
+      extraCallFilters: [recordingWrap(seen)],
+    });
+    const client = await connectInMemory(gateway);
+    cleanups.push(() => client.close());
+    await searchNames(client, 'charges a card payment rail');
+    const result = await callTool(client, 'rail__charge', {});
+    expect(seen).toEqual([{ status: 'unknown', reason: 'The payment rail did not answer in time.' }]);
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/outcome is unknown: the call may have run, and it was not retried/);
+    expect(charges).toBe(1);
+  });
+});

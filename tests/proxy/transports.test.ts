@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway, type DownstreamSpec, type Gateway, memoryDiscoveryStore, serveHttp } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
+import { waitableLogger } from '../gateway/support';
 import { callTool, connectClient, memoryLogger, searchNames, textOf } from './helpers';
 import { connectHttpClient } from './http-client';
 
@@ -52,22 +53,15 @@ describe('stdio downstreams', () => {
   });
 
   it('restarts a child killed between calls on the next call, which succeeds', async () => {
-    const client = await connectClient(await started({ servers: { fixture: stdioFixture } }));
+    // Regression: the test once polled the pid, which can vanish before the proxy has read the
+    // pipe's end; a call sent in that gap is (rightly) not replayed. Wait for the proxy to notice.
+    const logger = waitableLogger();
+    const client = await connectClient(await started({ servers: { fixture: stdioFixture }, logger }));
     expect(await searchNames(client, 'process id of the server')).toContain('fixture__whoami');
     const firstPid = Number(textOf(await callTool(client, 'fixture__whoami')));
     expect(firstPid).toBeGreaterThan(0);
-    const exited = new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        try {
-          process.kill(firstPid, 0);
-        } catch {
-          clearInterval(poll);
-          resolve();
-        }
-      }, 20);
-    });
     process.kill(firstPid, 'SIGKILL');
-    await exited;
+    await logger.waitFor('server "fixture": connection closed');
     const again = await callTool(client, 'fixture__whoami');
     expect(again.isError).toBeUndefined();
     const secondPid = Number(textOf(again));

@@ -24,14 +24,11 @@ async function countingStore() {
   const store = await openSqliteEvidenceStore({ path: join(folder, 'evidence.sqlite'), capacity: 1_000 });
   const reserves: unknown[] = [];
   const counting: EvidenceStore = {
-    reserve: (ids, now) => {
+    ...store,
+    reserve: (ids, now, options) => {
       reserves.push(ids);
-      return store.reserve(ids, now);
+      return store.reserve(ids, now, options);
     },
-    commit: (reservation) => store.commit(reservation),
-    release: (reservation) => store.release(reservation),
-    isSpent: (id, now) => store.isSpent(id, now),
-    close: () => store.close(),
   };
   return { store: counting, reserves };
 }

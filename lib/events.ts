@@ -1,0 +1,169 @@
+import { z } from 'zod';
+import type { IdentityEvent } from '../identity/index';
+import type { ProxyEvent } from '../proxy/index';
+
+/**
+ * The one event schema of the household (SPEC §8): every decision of the proxy, identity, payments
+ * and the runtime, flat enough to filter (by source, kind, outcome, session, order) and to chain
+ * into the audit table. No field may carry a secret: tokens, keys, enrollment codes and session
+ * tokens never enter an event; DIDs, credential ids and invoice ids are public.
+ */
+export const HouseholdEvent = z.strictObject({
+  /** ISO time the event was recorded. */
+  at: z.iso.datetime(),
+  source: z.enum(['proxy', 'identity', 'payments', 'runtime']),
+  /** Noun then verb, kebab-case (`policy-decision`, `charge-succeeded`). */
+  kind: z.string().regex(/^[a-z]+(-[a-z]+)+$/),
+  outcome: z.enum(['allow', 'deny', 'ok', 'error', 'info']),
+  /** The MCP session the event belongs to, when there is one. */
+  session: z.string().max(200).optional(),
+  /** The order (the invoice `jti`) it concerns, when known. */
+  orderId: z.string().max(200).optional(),
+  approvalId: z.string().max(200).optional(),
+  /** One sentence a person can read on the live log. */
+  message: z.string().max(2000),
+  /** Small structured facts: amounts in cents, roles, tool names, durations. */
+  data: z
+    .record(z.string(), z.union([z.string().max(2000), z.number(), z.boolean(), z.array(z.string().max(200))]))
+    .optional(),
+});
+
+/** A household event. */
+export type HouseholdEvent = z.infer<typeof HouseholdEvent>;
+
+/** Receives validated events. */
+export type HouseholdEventSink = (event: HouseholdEvent) => void;
+
+/** The in-process event bus: validates every event against the one schema, then fans it out. */
+export interface EventBus {
+  emit(event: Omit<HouseholdEvent, 'at'> & { readonly at?: string }): void;
+  subscribe(listener: HouseholdEventSink): () => void;
+}
+
+/**
+ * Creates the event bus. An event that fails the schema is a programming error: it is reported to
+ * `onInvalid` and dropped, never fanned out half-formed. A throwing listener never stops the others.
+ */
+export function createEventBus(options: { readonly onInvalid?: (error: Error) => void } = {}): EventBus {
+  const listeners = new Set<HouseholdEventSink>();
+  return {
+    emit(event) {
+      const parsed = HouseholdEvent.safeParse({ at: new Date().toISOString(), ...event });
+      if (!parsed.success) {
+        options.onInvalid?.(new Error(`invalid event ${event.kind}: ${z.prettifyError(parsed.error)}`));
+        return;
+      }
+      for (const listener of listeners) {
+        try {
+          listener(parsed.data);
+        } catch (error) {
+          options.onInvalid?.(error instanceof Error ? error : new Error(String(error)));
+        }
+      }
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
+
+/** A proxy decision as a household event. */
+export function fromProxyEvent(event: ProxyEvent): Omit<HouseholdEvent, 'at'> {
+  const outcome =
+    event.decision === 'allow' || event.decision === 'deny' || event.decision === 'error' ? event.decision : 'info';
+  return {
+    source: 'proxy',
+    kind: `${event.pipeline}-decision`,
+    outcome,
+    session: event.session,
+    message: `${event.filter} ${event.decision} ${event.tool}${event.reason ? `: ${event.reason}` : ''}`.slice(0, 2000),
+    data: { filter: event.filter, tool: event.tool.slice(0, 2000), durationUs: event.durationUs },
+  };
+}
+
+/** An identity event as a household event. */
+export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'at'> {
+  switch (event.kind) {
+    case 'enrollment-code-issued':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'info',
+        message: `enrollment code issued for ${event.role} — see terminal`,
+        data: { role: event.role },
+      };
+    case 'enrollment-refused':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'deny',
+        message: `enrollment refused: ${event.reason}`,
+        ...(event.role === undefined ? {} : { data: { role: event.role } }),
+      };
+    case 'passkey-enrolled':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'ok',
+        message: `passkey enrolled for the ${event.role}`,
+        data: { role: event.role, memberDid: event.memberDid, credentialId: event.credentialId },
+      };
+    case 'sign-in-succeeded':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'ok',
+        message: `the ${event.role} signed in`,
+        data: { role: event.role, credentialId: event.credentialId },
+      };
+    case 'passkey-refused':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'deny',
+        message: `passkey ${event.ceremony} refused: ${event.reason}`,
+        data: { ceremony: event.ceremony },
+      };
+    case 'approval-created':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'info',
+        orderId: event.invoiceId,
+        approvalId: event.approvalId,
+        message: `approval requested from ${event.requiredRoles.join(' and ')} for $${(event.totalCents / 100).toFixed(2)}`,
+        data: { totalCents: event.totalCents, requiredRoles: [...event.requiredRoles] },
+      };
+    case 'approval-refused':
+      return { source: 'identity', kind: event.kind, outcome: 'deny', message: `approval refused: ${event.reason}` };
+    case 'approval-approved':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'allow',
+        approvalId: event.approvalId,
+        message: `the ${event.role} approved with a passkey${event.complete ? '; every approval is in' : ''}`,
+        data: { role: event.role, complete: event.complete },
+      };
+    case 'approval-declined':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'deny',
+        approvalId: event.approvalId,
+        message: `the ${event.role} declined`,
+        data: { role: event.role },
+      };
+    case 'approval-expired':
+    case 'approval-settled':
+    case 'approval-fulfilled':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: event.kind === 'approval-expired' ? 'deny' : 'ok',
+        approvalId: event.approvalId,
+        message: `approval ${event.kind.slice('approval-'.length)}`,
+      };
+  }
+}

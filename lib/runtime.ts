@@ -1,0 +1,256 @@
+import { join, resolve } from 'node:path';
+import {
+  approvalTools,
+  type DidDocument,
+  type Household,
+  IdentityError,
+  type IdentityEvent,
+  trustMerchant,
+} from '../identity/index';
+import {
+  type CallContext,
+  createGateway,
+  createHostBuiltins,
+  createRouteResolver,
+  type DownstreamSpec,
+  type EmbeddingOptions,
+  type Gateway,
+  loadBundle,
+  type ProxyLogger,
+  policyFilter,
+  singleUseFilter,
+} from '../proxy/index';
+import type { HouseholdEnv } from './env';
+import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent } from './events';
+import { evidenceByReference } from './payments/evidence-by-reference';
+import { familySpendLookups } from './payments/family-spend-lookups';
+import { createMockRail } from './payments/mock-rail';
+import { createPaymentsServer, settlementResult } from './payments/payments-server';
+import type { PaymentRail } from './payments/rail';
+import { createSettlement, type Settlement } from './payments/settlement';
+import { createStripeRail } from './payments/stripe-rail';
+import { type StartedIdentity, startIdentity } from './start-identity';
+
+/** Options of {@link startHouseholdRuntime}; everything but `env` has a production default. */
+export interface RuntimeOptions {
+  readonly env: HouseholdEnv;
+  /** The shop as a downstream; default: `PIZZA_URL` over HTTP, else a stdio child of `shop-agent/main.ts`. */
+  readonly shop?: DownstreamSpec;
+  /** The payment rail; default: Stripe when `STRIPE_SECRET_KEY` is set, else the mock rail. */
+  readonly rail?: PaymentRail;
+  readonly embeddings?: EmbeddingOptions;
+  readonly logger?: ProxyLogger;
+  readonly clock?: () => Date;
+  /** Test hook: runs after the rail answered and before the receipt is recorded. */
+  readonly afterRailCharge?: (invoiceId: string) => void | Promise<void>;
+  /** Per-call downstream timeout (the gateway's default otherwise). */
+  readonly callTimeoutMs?: number;
+  /** Longest wait for the payment rail's answer before the payment is in doubt (settlement's default otherwise). */
+  readonly railTimeoutMs?: number;
+}
+
+/** The household side, composed and started. */
+export interface HouseholdRuntime {
+  readonly gateway: Gateway;
+  readonly identity: StartedIdentity;
+  readonly settlement: Settlement;
+  readonly events: EventBus;
+  readonly rail: PaymentRail;
+  /** The merchant pinned for the `pizza` server, when the shop answered at start. */
+  readonly merchant?: { readonly did: string; readonly name: string };
+  close(): Promise<void>;
+}
+
+/** Operator session name: the runtime's own calls (pinning the merchant) run in it, never a model's. */
+const operatorSession = 'household-operator';
+/** The policy bundle that governs `payments`. */
+const familySpendDirectory = resolve('policies/family-spend');
+
+/**
+ * The composition root of the household (SPEC §2, STYLE): builds the whole household side from the
+ * environment — identity on the data folder, the rail, settlement, the `payments` server under the
+ * `family-spend` bundle with single-use evidence through settlement, the approval local tools, and
+ * the shop as a downstream — and pins the merchant. Starting it twice on one data folder changes
+ * nothing. The only place that decides which store, rail, bundles and servers are used.
+ */
+export async function startHouseholdRuntime(options: RuntimeOptions): Promise<HouseholdRuntime> {
+  const { env } = options;
+  const clock = options.clock ?? (() => new Date());
+  const logger = options.logger ?? { info: () => undefined, error: () => undefined };
+  const events = createEventBus({ onInvalid: (error) => logger.error('event dropped', error) });
+  const identity = await startIdentity(env, {
+    clock,
+    events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
+  });
+  let gateway: Gateway | undefined;
+  try {
+    const { household } = identity;
+    const store = identity.store;
+    const rail =
+      options.rail ??
+      (env.stripeSecretKey === undefined
+        ? createMockRail({ store: store.mockRail })
+        : createStripeRail({ secretKey: env.stripeSecretKey }));
+    const settlement = createSettlement({
+      household,
+      approvals: identity.approvals,
+      payments: store.payments,
+      rail,
+      events,
+      clock,
+      ...(options.afterRailCharge === undefined ? {} : { afterRailCharge: options.afterRailCharge }),
+      ...(options.railTimeoutMs === undefined ? {} : { railTimeoutMs: options.railTimeoutMs }),
+    });
+
+    const builtins = createHostBuiltins({ webauthn: { rpId: env.rpId } });
+    const bundle = await loadBundle({ directory: familySpendDirectory, builtins, engine: env.policyEngine });
+    const now = () => clock().getTime();
+    const governed = singleUseFilter({
+      inner: policyFilter({
+        bundle,
+        config: {
+          household: { adminDid: household.adminDid, adminJwk: household.adminJwk },
+          webauthn: { rpId: env.rpId, origin: env.origin },
+        },
+        resolvers: familySpendLookups({ household, store: store.identity }),
+        now,
+      }),
+      store: store.evidence,
+      evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
+      spend: 'on-success',
+      // A payment in doubt is settled from the rail by its idempotency key (the invoice jti).
+      resolveInDoubt: async (request) => {
+        const outcome = await settlement.resolve(String(request.arguments.invoiceId));
+        if (outcome.status === 'succeeded') return { status: 'completed', result: settlementResult(outcome) };
+        if (outcome.status === 'unknown') return { status: 'unknown', reason: outcome.reason };
+        return { status: 'failed', reason: outcome.reason };
+      },
+      now,
+      onError: (error) => logger.error('single-use evidence store', error),
+    });
+
+    gateway = createGateway({
+      servers: {
+        pizza: options.shop ?? shopSpec(env, household),
+        payments: { kind: 'in-process', server: createPaymentsServer(settlement) },
+      },
+      localTools: approvalTools(identity.approvals),
+      extraCallFilters: [evidenceByReference({ store: store.identity })],
+      governance: {
+        resolve: createRouteResolver({
+          routes: [{ name: 'payments', admission: 'in-process', bundle: 'family-spend' }],
+          unmapped: 'pass',
+        }),
+        bundles: { 'family-spend': { bundle, filter: governed } },
+      },
+      ...(options.embeddings === undefined ? {} : { embeddings: options.embeddings }),
+      ...(options.callTimeoutMs === undefined ? {} : { callTimeoutMs: options.callTimeoutMs }),
+      logger,
+      onEvent: (event) => events.emit(fromProxyEvent(event)),
+    });
+    const started = await gateway.start();
+    for (const failed of started.failed) logger.error(`server ${failed.name} did not start: ${failed.reason}`);
+
+    // A crash between the rail and the receipt left payments in doubt: settle them from the rail now.
+    await settlement.resolveAll();
+    const merchant = started.connected.includes('pizza') ? await pinMerchant(gateway, identity, events) : undefined;
+    const running = gateway;
+    return {
+      gateway: running,
+      identity,
+      settlement,
+      events,
+      rail,
+      ...(merchant === undefined ? {} : { merchant }),
+      async close() {
+        await running.close();
+        identity.close();
+      },
+    };
+  } catch (error) {
+    await gateway?.close();
+    identity.close();
+    throw error;
+  }
+}
+
+/** The shop as the operator configured it: over HTTP at `PIZZA_URL`, else a stdio child told the settlement DID. */
+function shopSpec(env: HouseholdEnv, household: Household): DownstreamSpec {
+  if (env.pizzaUrl !== undefined) return { kind: 'http', url: env.pizzaUrl };
+  return {
+    kind: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', resolve('shop-agent/main.ts')],
+    env: {
+      SHOP_AGENT_DATA: join(env.dataDir, 'shop'),
+      SHOP_SETTLEMENT_DID: household.settlementDid,
+    },
+  };
+}
+
+/**
+ * Pins the merchant behind the `pizza` server (SPEC §8): operator code calls `merchant_card` in
+ * its own session — no model session — and trusts the DID and key it presents. A later start that
+ * finds another DID behind `pizza` refuses to trust it, with a clear message: a changed key is
+ * the operator's to accept (`npm run household -- trust-merchant`).
+ */
+async function pinMerchant(
+  gateway: Gateway,
+  identity: StartedIdentity,
+  events: EventBus,
+): Promise<{ did: string; name: string } | undefined> {
+  const context: CallContext = { session: operatorSession };
+  await gateway.search({ query: 'merchant_card merchant DID document key', topK: 50 }, context);
+  const result = await gateway.call({ tool: 'pizza__merchant_card', arguments: {} }, context);
+  const text = result.content[0]?.type === 'text' ? result.content[0].text : '';
+  let card: { did?: unknown; name?: unknown; didDocument?: DidDocument } | undefined;
+  try {
+    card = result.isError ? undefined : (JSON.parse(text) as typeof card);
+  } catch {
+    card = undefined;
+  }
+  if (typeof card?.did !== 'string' || typeof card.name !== 'string') {
+    events.emit({
+      source: 'runtime',
+      kind: 'merchant-unpinned',
+      outcome: 'error',
+      message: 'the shop did not present a merchant card',
+    });
+    return undefined;
+  }
+  const records = identity.store.identity.records;
+  const pinned = await records.get('household', 'merchant:pizza');
+  if (pinned !== undefined && pinned !== card.did) {
+    events.emit({
+      source: 'runtime',
+      kind: 'merchant-key-refused',
+      outcome: 'deny',
+      message: `the shop now presents ${card.did}, but ${pinned} is pinned; its invoices are refused until the operator trusts the new key (npm run household -- trust-merchant ${card.did})`,
+    });
+    return undefined;
+  }
+  try {
+    await trustMerchant(identity.store.identity.merchants, {
+      did: card.did,
+      name: card.name,
+      ...(card.didDocument?.verificationMethod[0]?.publicKeyJwk === undefined
+        ? {}
+        : { publicKeyJwk: card.didDocument.verificationMethod[0].publicKeyJwk }),
+      now: new Date(),
+    });
+  } catch (error) {
+    if (!(error instanceof IdentityError)) throw error;
+    events.emit({ source: 'runtime', kind: 'merchant-key-refused', outcome: 'deny', message: error.message });
+    return undefined;
+  }
+  await records.insert('household', 'merchant:pizza', card.did);
+  if (pinned === undefined) {
+    events.emit({
+      source: 'runtime',
+      kind: 'merchant-pinned',
+      outcome: 'ok',
+      message: `pinned ${card.name} (${card.did})`,
+    });
+  }
+  return { did: card.did, name: card.name };
+}

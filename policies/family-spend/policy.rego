@@ -1,0 +1,492 @@
+# family-spend: the household's payment policy (SPEC §7.1). A `charge_invoice` call is allowed
+# only when the merchant's signed invoice, the child's approval and, above $10.00, the parent's
+# approval all check out against the exact call: each approval signed by the member's did:key,
+# that member's role proven by an admin-signed FamilyMembership, and the human's passkey assertion
+# over the invoice hash verified with the key an admin-signed PasskeyEnrollment pins.
+#
+# Every JWS is verified once (complete rules are evaluated once per query), and claims are read
+# only from the bytes that verified (SPEC §4.2). Every check is a complete rule named after its id
+# with a `false` default, so it is `false`, never undefined, when anything is off.
+package family_spend
+
+import rego.v1
+
+# Tiers (SPEC §7.1): solo up to $10.00; the child and the parent up to $200.00; nothing above.
+child_limit_cents := 1000
+
+household_limit_cents := 20000
+
+default allow := false
+
+# Tier "solo": the invoice and the child's leg, at most $10.00.
+allow if {
+	invoice_ok
+	child_ok
+	within_child_limit
+}
+
+# Tier "family": the invoice, the child's leg and the parent's leg, at most $200.00.
+allow if {
+	invoice_ok
+	child_ok
+	parent_present
+	parent_ok
+	within_household_limit
+}
+
+invoice_ok if {
+	invoice_signature
+	invoice_window
+	invoice_id_bound
+	invoice_amount_bound
+	invoice_merchant_bound
+}
+
+child_ok if {
+	child_approval_signature
+	child_approval_window
+	child_approval_subject
+	child_approval_invoice
+	child_membership_signature
+	child_membership_claims
+	child_enrollment_signature
+	child_enrollment_claims
+	child_passkey_signature
+	child_passkey_challenge
+	child_passkey_origin
+}
+
+parent_ok if {
+	parent_approval_signature
+	parent_approval_window
+	parent_approval_subject
+	parent_approval_invoice
+	parent_membership_signature
+	parent_membership_claims
+	parent_enrollment_signature
+	parent_enrollment_claims
+	parent_passkey_signature
+	parent_passkey_challenge
+	parent_passkey_origin
+}
+
+checks := {
+	"invoice_signature": invoice_signature,
+	"invoice_window": invoice_window,
+	"invoice_id_bound": invoice_id_bound,
+	"invoice_amount_bound": invoice_amount_bound,
+	"invoice_merchant_bound": invoice_merchant_bound,
+	"child_approval_signature": child_approval_signature,
+	"child_approval_window": child_approval_window,
+	"child_approval_subject": child_approval_subject,
+	"child_approval_invoice": child_approval_invoice,
+	"child_membership_signature": child_membership_signature,
+	"child_membership_claims": child_membership_claims,
+	"child_enrollment_signature": child_enrollment_signature,
+	"child_enrollment_claims": child_enrollment_claims,
+	"child_passkey_signature": child_passkey_signature,
+	"child_passkey_challenge": child_passkey_challenge,
+	"child_passkey_origin": child_passkey_origin,
+	"within_child_limit": within_child_limit,
+	"parent_present": parent_present,
+	"parent_approval_signature": parent_approval_signature,
+	"parent_approval_window": parent_approval_window,
+	"parent_approval_subject": parent_approval_subject,
+	"parent_approval_invoice": parent_approval_invoice,
+	"parent_membership_signature": parent_membership_signature,
+	"parent_membership_claims": parent_membership_claims,
+	"parent_enrollment_signature": parent_enrollment_signature,
+	"parent_enrollment_claims": parent_enrollment_claims,
+	"parent_passkey_signature": parent_passkey_signature,
+	"parent_passkey_challenge": parent_passkey_challenge,
+	"parent_passkey_origin": parent_passkey_origin,
+	"within_household_limit": within_household_limit,
+}
+
+failed_checks contains id if {
+	some id, passed in checks
+	passed != true
+}
+
+deny_reason := concat("", ["family_spend denied: ", concat(", ", sort([id | some id in failed_checks]))]) if not allow
+
+# The three documents above in one evaluation, so the host runs the policy once per decision.
+decision := {
+	"allow": allow,
+	"failed_checks": failed_checks,
+	"deny_reason": [reason | reason := deny_reason],
+}
+
+# --- the invoice: signed by a trusted merchant, live, and bound to exactly this call ---
+
+# 1. The key: the trusted merchant whose DID is the invoice's `iss`. The unverified `iss` only
+#    selects the key; the signature check below then proves that merchant signed these bytes.
+default invoice_signature := false
+
+invoice_signature if {
+	issuer := unverified_claims(input.invoice).iss
+	is_string(issuer)
+	some merchant in input.trustedMerchants
+	merchant.did == issuer
+	io.jwt.verify_eddsa(input.invoice, json.marshal(merchant.jwk))
+}
+
+default invoice := null
+
+invoice := verified_claims(input.invoice) if invoice_signature
+
+# 2. Live: the invoice's own time claims, at most 5 minutes of lifetime (SPEC §5.2).
+default invoice_window := false
+
+invoice_window if window_ok(invoice, 300)
+
+# 3. Bound to the call: its `jti` is the invoice id charged.
+default invoice_id_bound := false
+
+invoice_id_bound if {
+	typed(invoice, "Invoice")
+	is_string(invoice.jti)
+	invoice.jti == input.arguments.invoiceId
+}
+
+# 4. Bound to the call: exactly this many cents, in US dollars.
+default invoice_amount_bound := false
+
+invoice_amount_bound if {
+	typed(invoice, "Invoice")
+	subject := invoice.vc.credentialSubject
+	is_number(subject.totalCents)
+	subject.totalCents == input.arguments.amountCents
+	subject.currency == "usd"
+}
+
+# 5. Bound to the call: paid to the merchant that signed it.
+default invoice_merchant_bound := false
+
+invoice_merchant_bound if {
+	typed(invoice, "Invoice")
+	is_string(invoice.iss)
+	invoice.iss == input.arguments.merchantId
+	invoice.vc.credentialSubject.merchantId == input.arguments.merchantId
+}
+
+# The invoice hash (SPEC §5.2): base64url of the 32 SHA-256 bytes of the compact JWS, computed once.
+invoice_hash := hex_to_base64url(crypto.sha256(input.invoice)) if is_string(input.invoice)
+
+# --- the child's leg ---
+
+default child_approval_signature := false
+
+child_approval_signature if approval_signature(input.childApproval)
+
+default child_approval := null
+
+child_approval := verified_claims(input.childApproval) if child_approval_signature
+
+default child_approval_window := false
+
+child_approval_window if window_ok(child_approval, 900)
+
+default child_approval_subject := false
+
+child_approval_subject if approval_subject_ok(child_approval, "child")
+
+default child_approval_invoice := false
+
+child_approval_invoice if approval_invoice_ok(child_approval)
+
+default child_membership_signature := false
+
+child_membership_signature if admin_signed(input.childEvidence.membership)
+
+default child_membership := null
+
+child_membership := verified_claims(input.childEvidence.membership) if child_membership_signature
+
+default child_membership_claims := false
+
+child_membership_claims if membership_ok(child_membership, child_approval, "child")
+
+default child_enrollment_signature := false
+
+child_enrollment_signature if admin_signed(input.childEvidence.enrollment)
+
+default child_enrollment := null
+
+child_enrollment := verified_claims(input.childEvidence.enrollment) if child_enrollment_signature
+
+default child_enrollment_claims := false
+
+child_enrollment_claims if enrollment_ok(child_enrollment, child_approval, "child")
+
+default child_passkey_signature := false
+
+child_passkey_signature if passkey_signature_ok(child_approval, child_enrollment)
+
+default child_passkey_challenge := false
+
+child_passkey_challenge if passkey_challenge_ok(child_approval)
+
+default child_passkey_origin := false
+
+child_passkey_origin if passkey_origin_ok(child_approval)
+
+# --- the tiers' amounts ---
+
+default within_child_limit := false
+
+within_child_limit if {
+	is_number(input.arguments.amountCents)
+	input.arguments.amountCents <= child_limit_cents
+}
+
+default within_household_limit := false
+
+within_household_limit if {
+	is_number(input.arguments.amountCents)
+	input.arguments.amountCents <= household_limit_cents
+}
+
+# --- the parent's leg: the same checks with role `parent` ---
+# Without a parent approval only `parent_present` fails (the guidance then asks for the parent
+# alone); each detail check holds vacuously, which allows nothing, since the family tier requires
+# `parent_present`.
+
+default parent_given := false
+
+parent_given if is_string(input.parentApproval)
+
+default parent_present := false
+
+parent_present if parent_given
+
+default parent_approval_signature := false
+
+parent_approval_signature if not parent_given
+
+parent_approval_signature if approval_signature(input.parentApproval)
+
+default parent_approval := null
+
+parent_approval := verified_claims(input.parentApproval) if parent_approval_signature
+
+default parent_approval_window := false
+
+parent_approval_window if not parent_given
+
+parent_approval_window if window_ok(parent_approval, 900)
+
+default parent_approval_subject := false
+
+parent_approval_subject if not parent_given
+
+parent_approval_subject if approval_subject_ok(parent_approval, "parent")
+
+default parent_approval_invoice := false
+
+parent_approval_invoice if not parent_given
+
+parent_approval_invoice if approval_invoice_ok(parent_approval)
+
+default parent_membership_signature := false
+
+parent_membership_signature if not parent_given
+
+parent_membership_signature if admin_signed(input.parentEvidence.membership)
+
+default parent_membership := null
+
+parent_membership := verified_claims(input.parentEvidence.membership) if parent_membership_signature
+
+default parent_membership_claims := false
+
+parent_membership_claims if not parent_given
+
+parent_membership_claims if membership_ok(parent_membership, parent_approval, "parent")
+
+default parent_enrollment_signature := false
+
+parent_enrollment_signature if not parent_given
+
+parent_enrollment_signature if admin_signed(input.parentEvidence.enrollment)
+
+default parent_enrollment := null
+
+parent_enrollment := verified_claims(input.parentEvidence.enrollment) if parent_enrollment_signature
+
+default parent_enrollment_claims := false
+
+parent_enrollment_claims if not parent_given
+
+parent_enrollment_claims if enrollment_ok(parent_enrollment, parent_approval, "parent")
+
+default parent_passkey_signature := false
+
+parent_passkey_signature if not parent_given
+
+parent_passkey_signature if passkey_signature_ok(parent_approval, parent_enrollment)
+
+default parent_passkey_challenge := false
+
+parent_passkey_challenge if not parent_given
+
+parent_passkey_challenge if passkey_challenge_ok(parent_approval)
+
+default parent_passkey_origin := false
+
+parent_passkey_origin if not parent_given
+
+parent_passkey_origin if passkey_origin_ok(parent_approval)
+
+# --- one leg, step by step (identity/verify-order-approval.ts walks the same steps) ---
+
+# 1. The OrderApproval verifies against the key its issuer's did:key encodes (never a key from
+#    the call): the unverified `iss` selects the key, and only that DID's key can sign for it.
+default approval_signature(_) := false
+
+approval_signature(jws) if {
+	key := key_from_did_key(unverified_claims(jws).iss)
+	key != null
+	io.jwt.verify_eddsa(jws, json.marshal(key))
+}
+
+# 2. It is the member's own approval, in the role this leg proves.
+default approval_subject_ok(_, _) := false
+
+approval_subject_ok(approval, role) if {
+	typed(approval, "OrderApproval")
+	is_string(approval.iss)
+	approval.sub == approval.iss
+	approval.vc.credentialSubject.role == role
+}
+
+# 3. It approves this invoice: its invoiceHash is the hash of the very invoice JWS charged.
+default approval_invoice_ok(_) := false
+
+approval_invoice_ok(approval) if {
+	is_string(approval.vc.credentialSubject.invoiceHash)
+	approval.vc.credentialSubject.invoiceHash == invoice_hash
+}
+
+# 4. Admin credentials verify against the household admin's pinned key (config, never the call).
+default admin_signed(_) := false
+
+admin_signed(jws) if io.jwt.verify_eddsa(jws, json.marshal(input.household.adminJwk))
+
+# 5. The member holds the role: a FamilyMembership of this household naming the approval's signer.
+default membership_ok(_, _, _) := false
+
+membership_ok(membership, approval, role) if {
+	typed(membership, "FamilyMembership")
+	membership.iss == input.household.adminDid
+	window_ok(membership, 31536000)
+	is_string(approval.iss)
+	membership.sub == approval.iss
+	membership.vc.credentialSubject.role == role
+	membership.vc.credentialSubject.household == input.household.adminDid
+}
+
+# 6. The passkey is enrolled for that member and role, and is the one the approval carries.
+default enrollment_ok(_, _, _) := false
+
+enrollment_ok(enrollment, approval, role) if {
+	typed(enrollment, "PasskeyEnrollment")
+	enrollment.iss == input.household.adminDid
+	window_ok(enrollment, 31536000)
+	is_string(approval.iss)
+	enrollment.sub == approval.iss
+	enrollment.vc.credentialSubject.role == role
+	is_string(enrollment.vc.credentialSubject.credentialId)
+	enrollment.vc.credentialSubject.credentialId == approval.vc.credentialSubject.passkey.credentialId
+}
+
+# 7. The human's passkey signed: ES256 with the enrolled key over authenticatorData and the
+#    client data hash, rpId hash and UP/UV flags checked by the host (verify_webauthn).
+default passkey_signature_ok(_, _) := false
+
+passkey_signature_ok(approval, enrollment) if {
+	passkey := approval.vc.credentialSubject.passkey
+	key := enrollment.vc.credentialSubject.publicKeyJwk
+	is_p256_jwk(key)
+	verify_webauthn(passkey.authenticatorData, passkey.clientDataJSON, passkey.signature, json.marshal(key))
+}
+
+# 8. ... over this approval's invoice hash (the WebAuthn challenge is those 32 bytes) ...
+default passkey_challenge_ok(_) := false
+
+passkey_challenge_ok(approval) if {
+	client := client_data(approval)
+	is_string(client.challenge)
+	client.challenge == approval.vc.credentialSubject.invoiceHash
+}
+
+# 9. ... on the household's own origin, not framed by another one.
+default passkey_origin_ok(_) := false
+
+passkey_origin_ok(approval) if {
+	client := client_data(approval)
+	is_string(client.origin)
+	client.origin == input.webauthn.origin
+	object.get(client, "crossOrigin", false) == false
+	not "topOrigin" in object.keys(client)
+}
+
+client_data(approval) := json.unmarshal(base64url.decode(approval.vc.credentialSubject.passkey.clientDataJSON))
+
+# --- shared helpers ---
+
+# Time bounds (SPEC §5.2): iat, nbf and exp present; iat and nbf at most 60 s in the future; not
+# expired; a positive lifetime of at most the type's.
+default window_ok(_, _) := false
+
+window_ok(claims, max_lifetime) if {
+	is_number(claims.iat)
+	is_number(claims.nbf)
+	is_number(claims.exp)
+	claims.iat - 60 <= input.now
+	claims.nbf - 60 <= input.now
+	input.now < claims.exp
+	claims.iat < claims.exp
+	claims.exp - claims.iat <= max_lifetime
+}
+
+default typed(_, _) := false
+
+typed(claims, type) if {
+	is_array(claims.vc.type)
+	type in claims.vc.type
+}
+
+default is_p256_jwk(_) := false
+
+is_p256_jwk(key) if {
+	key.kty == "EC"
+	key.crv == "P-256"
+	is_string(key.x)
+	is_string(key.y)
+}
+
+# Claims of a JWS whose signature verified (callers gate on that).
+verified_claims(jws) := json.unmarshal(base64url.decode(split(jws, ".")[1]))
+
+# Claims of a JWS not yet verified: read only to select the verification key.
+unverified_claims(jws) := json.unmarshal(base64url.decode(split(jws, ".")[1])) if is_string(jws)
+
+# Lowercase hex of 32 bytes → unpadded base64url (43 characters): 21 groups of 3 hex digits
+# (12 bits, 2 characters each), then the last hex digit's 4 bits shifted into one character.
+base64url_alphabet := "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+hex_digits := {
+	"0": 0, "1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7,
+	"8": 8, "9": 9, "a": 10, "b": 11, "c": 12, "d": 13, "e": 14, "f": 15,
+}
+
+hex_to_base64url(hex) := concat("", array.concat(groups, [last])) if {
+	count(hex) == 64
+	groups := [pair |
+		some i in numbers.range(0, 20)
+		value := ((hex_digits[substring(hex, 3 * i, 1)] * 256) + (hex_digits[substring(hex, (3 * i) + 1, 1)] * 16)) + hex_digits[substring(hex, (3 * i) + 2, 1)]
+		pair := concat("", [substring(base64url_alphabet, bits.rsh(value, 6), 1), substring(base64url_alphabet, bits.and(value, 63), 1)])
+	]
+	last := substring(base64url_alphabet, hex_digits[substring(hex, 63, 1)] * 4, 1)
+}

@@ -1,0 +1,210 @@
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { PasskeyRecord, Role } from '../../identity/index';
+import { familySpendLookups } from '../../lib/payments/family-spend-lookups';
+import {
+  type CallContext,
+  type CallRequest,
+  createHostBuiltins,
+  loadBundle,
+  openSqliteEvidenceStore,
+  policyFilter,
+  singleUseFilter,
+} from '../../proxy/index';
+import { startTestHousehold } from '../payments/household';
+import { measure, summarise } from './measure';
+
+interface Evidence {
+  generatedAt: string;
+  webauthn: { rpId: string; origin: string };
+  household: {
+    adminDid: string;
+    adminDocument: { verificationMethod: { publicKeyJwk: Record<string, string> }[] };
+    members: Record<Role, string>;
+    memberships: Record<Role, string>;
+  };
+  merchant: { did: string; publicKeyJwk: Record<string, string> };
+  enrollments: Record<Role, { credentialId: string; enrollment: string }>;
+  orders: { invoiceId: string; totalCents: number; invoice: string; childApproval: string; parentApproval?: string }[];
+}
+
+/**
+ * The fully gated charge decision (SPEC §13) on the committed $15 evidence: single-use reserve →
+ * fetch-plan lookups → every signature (invoice, two approvals, two memberships, two enrollments,
+ * two passkey assertions) → policy → release, on both engines. `everySignature` verifies all of
+ * them each time; `rememberedSignatures` lets the host remember valid EdDSA signatures, as a
+ * running household does for its long-lived memberships and enrollments.
+ */
+async function gatedDecision(engine: 'rego' | 'cel', rememberVerified: boolean, folder: string) {
+  const evidence = JSON.parse(
+    readFileSync(new URL('../../identity/fixtures/evidence.json', import.meta.url), 'utf8'),
+  ) as Evidence;
+  const order = evidence.orders[1];
+  if (!order?.parentApproval) throw new Error('the fixture has no $15 order');
+  const passkeys = new Map(
+    (['child', 'parent'] as const).map((role) => [
+      evidence.enrollments[role].credentialId,
+      { role, enrollment: evidence.enrollments[role].enrollment } as unknown as PasskeyRecord,
+    ]),
+  );
+  const store = {
+    passkeys: { get: async (id: string) => passkeys.get(id) },
+    merchants: {
+      list: async () => [
+        { did: evidence.merchant.did, name: 'Pizza Shop', publicKeyJwk: evidence.merchant.publicKeyJwk, trustedAt: 0 },
+      ],
+    },
+  } as unknown as Parameters<typeof familySpendLookups>[0]['store'];
+  const now = () => new Date(evidence.generatedAt).getTime();
+  const bundle = await loadBundle({
+    directory: new URL('../../policies/family-spend', import.meta.url).pathname,
+    builtins: createHostBuiltins({ webauthn: { rpId: evidence.webauthn.rpId }, rememberVerified }),
+    engine,
+  });
+  const filter = singleUseFilter({
+    inner: policyFilter({
+      bundle,
+      config: {
+        household: {
+          adminDid: evidence.household.adminDid,
+          adminJwk: evidence.household.adminDocument.verificationMethod[0]?.publicKeyJwk,
+        },
+        webauthn: evidence.webauthn,
+      },
+      resolvers: familySpendLookups({ household: evidence.household, store }),
+      now,
+    }),
+    store: openSqliteEvidenceStore({ path: join(folder, `${engine}-${rememberVerified}.sqlite`), capacity: 1000 }),
+    evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
+    spend: 'on-success',
+    now,
+  });
+  const request: CallRequest = {
+    tool: 'payments__charge_invoice',
+    toolName: 'charge_invoice',
+    server: { name: 'payments', admission: 'in-process' },
+    arguments: {
+      invoiceId: order.invoiceId,
+      amountCents: order.totalCents,
+      merchantId: evidence.merchant.did,
+      invoice: order.invoice,
+      childApproval: order.childApproval,
+      parentApproval: order.parentApproval,
+    },
+    hasOutputSchema: false,
+    credentialFields: ['invoice', 'childApproval', 'parentApproval'],
+  };
+  const context: CallContext = { session: 'bench' };
+  return measure(
+    async () => {
+      const verdict = await filter(request, context);
+      if (verdict.decision !== 'allow' || !verdict.wrap) throw new Error('the gated decision did not allow');
+      // A reported failure releases the evidence, so the next decision starts from the same state.
+      await verdict.wrap(async () => ({ status: 'failed', reason: 'bench' }));
+    },
+    { iterations: 1_000, warmup: 50 },
+  );
+}
+
+/** Server time of whole headless orders: every tool call and passkey verification, no authenticator or waits. */
+async function wholeOrder(orders: number) {
+  const household = await startTestHousehold({ engine: 'rego' });
+  const durations: bigint[] = [];
+  try {
+    const timed = async <T>(work: () => Promise<T>, spent: { ns: bigint }) => {
+      const start = process.hrtime.bigint();
+      const value = await work();
+      spent.ns += process.hrtime.bigint() - start;
+      return value;
+    };
+    for (let index = 0; index <= orders; index++) {
+      const spent = { ns: 0n };
+      const { runtime } = household;
+      const invoiceJson = await timed(() => household.invoice([{ sku: 'large-pepperoni', qty: 1 }]), spent);
+      const { invoice, invoiceId } = invoiceJson as { invoice: string; invoiceId: string };
+      const requested = await timed(() => household.call('request_approval', { invoice }, 'request approval'), spent);
+      const approvalId = String(requested.json?.approvalId);
+      for (const role of ['child', 'parent'] as const) {
+        const member = household.members[role];
+        const started = await timed(
+          () => runtime.identity.passkeys.approval.options({ session: member.session, approvalId }),
+          spent,
+        );
+        if (!started.ok) throw new Error(started.reason);
+        const response = member.authenticator.assert(started.options);
+        await timed(
+          () =>
+            runtime.identity.passkeys.approval.verify({
+              session: member.session,
+              ceremonyId: started.ceremonyId,
+              response,
+            }),
+          spent,
+        );
+      }
+      await timed(() => household.call('await_approval', { approvalId }, 'await approval'), spent);
+      const charged = await timed(
+        () =>
+          household.call(
+            'payments__charge_invoice',
+            { invoiceId, amountCents: 1500, merchantId: runtime.merchant?.did, approvalId },
+            'pay charge invoice',
+          ),
+        spent,
+      );
+      const fulfilled = await timed(
+        () => household.call('pizza__fulfill', { receipt: charged.json?.receipt }, 'fulfill order'),
+        spent,
+      );
+      const recorded = await timed(
+        () => household.call('record_fulfillment', { commitment: fulfilled.json?.commitment }, 'record fulfillment'),
+        spent,
+      );
+      if (recorded.json?.status !== 'fulfilled') throw new Error('the benchmark order did not complete');
+      // The first order warms every path up; it is not counted.
+      if (index > 0) durations.push(spent.ns);
+    }
+  } finally {
+    await household.close();
+  }
+  return summarise(durations);
+}
+
+/** The payment benchmarks: the gated decision on both engines, and the whole order's server time. */
+export async function paymentsBench(): Promise<Record<string, unknown>> {
+  const folder = await mkdtemp(join(tmpdir(), 'bench-payments-'));
+  try {
+    const gated = {
+      rego: {
+        everySignature: await gatedDecision('rego', false, folder),
+        rememberedSignatures: await gatedDecision('rego', true, folder),
+      },
+      cel: {
+        everySignature: await gatedDecision('cel', false, folder),
+        rememberedSignatures: await gatedDecision('cel', true, folder),
+      },
+    };
+    const order = await wholeOrder(10);
+    return {
+      gatedChargeDecision: gated,
+      wholeOrderServerTime: order,
+      targets: {
+        'gated decision p99 <= 2 ms (every signature, rego)': {
+          value: gated.rego.everySignature.p99Us,
+          met: gated.rego.everySignature.p99Us <= 2000,
+        },
+        'gated decision p99 <= 2 ms (every signature, cel)': {
+          value: gated.cel.everySignature.p99Us,
+          met: gated.cel.everySignature.p99Us <= 2000,
+        },
+        'whole order <= 300 ms of server time (p50)': { value: order.p50Us, met: order.p50Us <= 300_000 },
+      },
+      notes:
+        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 10 orders after one warm-up.',
+    };
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
+}
