@@ -21,7 +21,7 @@ import {
   singleUseFilter,
 } from '../proxy/index';
 import type { HouseholdEnv } from './env';
-import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent } from './events';
+import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent, type HouseholdEventSink } from './events';
 import { evidenceByReference } from './payments/evidence-by-reference';
 import { familySpendLookups } from './payments/family-spend-lookups';
 import { createMockRail } from './payments/mock-rail';
@@ -47,6 +47,8 @@ export interface RuntimeOptions {
   readonly callTimeoutMs?: number;
   /** Longest wait for the payment rail's answer before the payment is in doubt (settlement's default otherwise). */
   readonly railTimeoutMs?: number;
+  /** Subscribed before anything starts, so it sees the start's own events too. */
+  readonly onEvent?: HouseholdEventSink;
 }
 
 /** The household side, composed and started. */
@@ -78,6 +80,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   const clock = options.clock ?? (() => new Date());
   const logger = options.logger ?? { info: () => undefined, error: () => undefined };
   const events = createEventBus({ onInvalid: (error) => logger.error('event dropped', error) });
+  if (options.onEvent) events.subscribe(options.onEvent);
   const identity = await startIdentity(env, {
     clock,
     events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),

@@ -50,6 +50,7 @@ export async function startTestHousehold(
     afterRailCharge?: RuntimeOptions['afterRailCharge'];
     callTimeoutMs?: number;
     railTimeoutMs?: number;
+    onEvent?: RuntimeOptions['onEvent'];
     enrol?: boolean;
   } = {},
 ): Promise<TestHousehold> {
@@ -65,6 +66,7 @@ export async function startTestHousehold(
     ...(options.afterRailCharge === undefined ? {} : { afterRailCharge: options.afterRailCharge }),
     ...(options.callTimeoutMs === undefined ? {} : { callTimeoutMs: options.callTimeoutMs }),
     ...(options.railTimeoutMs === undefined ? {} : { railTimeoutMs: options.railTimeoutMs }),
+    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
   });
   const client = await connectInMemory(runtime.gateway, { name: 'payments-test' });
   const members = {} as Record<Role, Member>;

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import type { IdentityEvent } from '../identity/index';
+import { createEventBus, fromIdentityEvent, fromProxyEvent, HouseholdEvent } from './events';
+
+describe('the household event bus', () => {
+  it('fans a valid event out to every listener, even past one that throws', () => {
+    const errors: Error[] = [];
+    const bus = createEventBus({ onInvalid: (error) => errors.push(error) });
+    const seen: string[] = [];
+    bus.subscribe(() => {
+      throw new Error('listener fault');
+    });
+    bus.subscribe((event) => seen.push(event.kind));
+    bus.emit({ source: 'payments', kind: 'charge-started', outcome: 'info', message: 'charging $4.00' });
+    expect(seen).toEqual(['charge-started']);
+    expect(errors.map((error) => error.message)).toEqual(['listener fault']);
+  });
+
+  it('drops an event that breaks the schema, and says why', () => {
+    const errors: Error[] = [];
+    const bus = createEventBus({ onInvalid: (error) => errors.push(error) });
+    const seen: unknown[] = [];
+    bus.subscribe((event) => seen.push(event));
+    bus.emit({ source: 'payments', kind: 'Charge Started', outcome: 'info', message: 'x' });
+    bus.emit({
+      source: 'payments',
+      kind: 'charge-started',
+      outcome: 'info',
+      message: 'x',
+      secret: 'sk_test_1',
+    } as never);
+    expect(seen).toEqual([]);
+    expect(errors).toHaveLength(2);
+  });
+
+  it('maps every identity event and a proxy decision to a valid event', () => {
+    const identityEvents: IdentityEvent[] = [
+      { kind: 'enrollment-code-issued', role: 'parent' },
+      { kind: 'enrollment-refused', reason: 'wrong code' },
+      { kind: 'passkey-enrolled', role: 'child', memberDid: 'did:key:z6Mk', credentialId: 'abc' },
+      { kind: 'sign-in-succeeded', role: 'child', credentialId: 'abc' },
+      { kind: 'passkey-refused', ceremony: 'approval', reason: 'counter went backwards' },
+      {
+        kind: 'approval-created',
+        approvalId: 'a',
+        invoiceId: 'urn:uuid:1',
+        totalCents: 1500,
+        requiredRoles: ['child', 'parent'],
+      },
+      { kind: 'approval-refused', reason: 'untrusted merchant' },
+      { kind: 'approval-approved', approvalId: 'a', role: 'child', complete: false },
+      { kind: 'approval-declined', approvalId: 'a', role: 'parent' },
+      { kind: 'approval-expired', approvalId: 'a' },
+      { kind: 'approval-settled', approvalId: 'a' },
+      { kind: 'approval-fulfilled', approvalId: 'a' },
+    ];
+    const at = new Date().toISOString();
+    for (const event of identityEvents) {
+      expect(HouseholdEvent.safeParse({ at, ...fromIdentityEvent(event) }).success, event.kind).toBe(true);
+    }
+    expect(fromIdentityEvent({ kind: 'enrollment-code-issued', role: 'parent' }).message).toBe(
+      'enrollment code issued for parent — see terminal',
+    );
+    const decision = fromProxyEvent({
+      ts: at,
+      session: 's',
+      pipeline: 'call',
+      filter: 'discoveryGate',
+      tool: 'payments__charge_invoice',
+      decision: 'deny',
+      reason: 'not discovered',
+      durationUs: 12,
+    });
+    expect(HouseholdEvent.parse({ at, ...decision })).toMatchObject({
+      kind: 'call-decision',
+      outcome: 'deny',
+      session: 's',
+    });
+  });
+});
