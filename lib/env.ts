@@ -17,6 +17,12 @@ export interface HouseholdEnv {
   readonly stripeSecretKey?: string;
   /** `EXTENSIBLE_MCP_POLICY_ENGINE`: which engine decides `family-spend`; default `rego` (WASM). */
   readonly policyEngine: 'rego' | 'cel';
+  /** `EXTENSIBLE_MCP_HTTP_TOKEN`: the bearer token of `/mcp`; absent → `/mcp` is a 404. */
+  readonly httpToken?: string;
+  /** `ANTHROPIC_API_KEY`: Claude drives the chat when set; absent → the offline planner. Never logged. */
+  readonly anthropicApiKey?: string;
+  /** `ANTHROPIC_MODEL`: which Claude model; absent → the agent's default. */
+  readonly anthropicModel?: string;
 }
 
 const Env = z.object({
@@ -46,7 +52,20 @@ const Env = z.object({
       .optional(),
   ),
   EXTENSIBLE_MCP_POLICY_ENGINE: z.preprocess(blankToUndefined, z.enum(['rego', 'cel']).default('rego')),
+  EXTENSIBLE_MCP_HTTP_TOKEN: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .regex(/^\S{16,}$/, 'must be at least 16 characters, without spaces')
+      .optional(),
+  ),
+  ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
+  ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().max(200).optional()),
 });
+
+function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
+}
 
 function blankToUndefined(value: unknown): unknown {
   return typeof value === 'string' && value.trim() === '' ? undefined : value;
@@ -69,5 +88,8 @@ export function readHouseholdEnv(
     ...(parsed.data.PIZZA_URL === undefined ? {} : { pizzaUrl: parsed.data.PIZZA_URL }),
     ...(parsed.data.STRIPE_SECRET_KEY === undefined ? {} : { stripeSecretKey: parsed.data.STRIPE_SECRET_KEY }),
     policyEngine: parsed.data.EXTENSIBLE_MCP_POLICY_ENGINE,
+    ...optional('httpToken', parsed.data.EXTENSIBLE_MCP_HTTP_TOKEN),
+    ...optional('anthropicApiKey', parsed.data.ANTHROPIC_API_KEY),
+    ...optional('anthropicModel', parsed.data.ANTHROPIC_MODEL),
   };
 }

@@ -2,6 +2,17 @@
  * The household runtime (SPEC §2): environment, the one SQLite store, and identity started on
  * it. The public entry `app/` imports; payments, events and the composition root join it later.
  */
+
+export { defaultClaudeModel } from './agent/agent-loop';
+export { ChatError, type ChatErrorCode } from './agent/chat-error';
+export { type ChatStore, chatMigrations, createMemoryChatStore, createSqliteChatStore } from './agent/chat-store';
+export { type ChatServiceOptions, createChatService } from './agent/create-chat-service';
+export type {
+  ChatEvent,
+  ChatEventBody,
+  ChatService,
+  PlannerInfo,
+} from './agent/types';
 export { type HouseholdEnv, readHouseholdEnv } from './env';
 export { runHouseholdCli } from './household-cli';
 export {
@@ -13,3 +24,25 @@ export {
   storeFileName,
 } from './start-identity';
 export { type HouseholdStore, type HouseholdStoreOptions, openHouseholdStore } from './store';
+export { appRoute, identityRoute, mcpRoute, type RouteHandler } from './web/app-route';
+export {
+  chatEventStream,
+  chatSessionCookie,
+  findChatSession,
+  maxChatBodyBytes,
+  maxChatMessageLength,
+  requireChatSession,
+  resumePointOf,
+} from './web/chat-http';
+export {
+  bannerLines,
+  type CreateHouseholdAppOptions,
+  createHouseholdApp,
+  getHouseholdApp,
+  type HouseholdApp,
+  plannerLabel,
+  setHouseholdApp,
+  startHouseholdApp,
+} from './web/household-app';
+export { AppHttpError, checkOrigin, jsonResponse, readJsonBody } from './web/http';
+export { createMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from './web/mcp-endpoint';

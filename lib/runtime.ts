@@ -14,6 +14,7 @@ import {
   createRouteResolver,
   type DownstreamSpec,
   type EmbeddingOptions,
+  elicitationFilter,
   type Gateway,
   loadBundle,
   type ProxyLogger,
@@ -138,7 +139,9 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         payments: { kind: 'in-process', server: createPaymentsServer(settlement) },
       },
       localTools: approvalTools(identity.approvals),
-      extraCallFilters: [evidenceByReference({ store: store.identity })],
+      // By reference first (the policy sees stored evidence), then a form for a missing required
+      // field such as the delivery address; credential fields are never asked for.
+      extraCallFilters: [evidenceByReference({ store: store.identity }), elicitationFilter()],
       governance: {
         resolve: createRouteResolver({
           routes: [{ name: 'payments', admission: 'in-process', bundle: 'family-spend' }],

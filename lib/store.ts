@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { IdentityError, type IdentityStore } from '../identity/index';
 import { createSqliteEvidenceStore, type EvidenceStore, evidenceStoreMigrations } from '../proxy/index';
+import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { identityMigrations } from './identity-migrations';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
@@ -18,6 +19,7 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   payments: paymentsMigrations,
   evidence: evidenceStoreMigrations,
   'mock-rail': mockRailMigrations,
+  chat: chatMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -39,6 +41,8 @@ export interface HouseholdStore {
   readonly evidence: EvidenceStore;
   /** The mock rail's own ledger: what the "bank" charged, by idempotency key. */
   readonly mockRail: MockRailStore;
+  /** Chat sessions and their event logs (SPEC §8: a reload loses nothing). */
+  readonly chat: ChatStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -68,6 +72,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       payments: createSqlitePaymentStore(opened),
       evidence: createSqliteEvidenceStore(opened, { capacity: evidenceCapacity }),
       mockRail: createSqliteMockRailStore(opened),
+      chat: createSqliteChatStore(opened),
       close: () => {
         opened.close();
       },

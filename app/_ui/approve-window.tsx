@@ -1,0 +1,363 @@
+'use client';
+
+import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
+import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
+import { type PendingApproval, PendingApprovalCard } from './pending-approval-card';
+import { SiteHeader } from './site-header';
+
+type Role = 'child' | 'parent';
+type Session = { readonly signedIn: false } | { readonly signedIn: true; readonly memberDid: string };
+/** A request that left the pending list while this window showed it, and what this window knows of why. */
+interface ClosedRequest {
+  readonly approval: PendingApproval;
+  readonly outcome: 'declined-here' | 'gone';
+}
+
+/** What a JSON call to the identity routes came back with. */
+type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+async function call<T>(path: string, init: { method: 'GET' | 'POST'; body?: unknown }): Promise<Answer<T>> {
+  try {
+    const response = await fetch(path, {
+      method: init.method,
+      cache: 'no-store',
+      ...(init.method === 'POST'
+        ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(init.body ?? {}) }
+        : {}),
+    });
+    const value = (await response.json().catch(() => ({}))) as T & { error?: string };
+    if (response.ok) return { ok: true, value };
+    return { ok: false, error: value.error ?? `the server answered ${response.status}` };
+  } catch {
+    return { ok: false, error: 'the server cannot be reached; check that it is running' };
+  }
+}
+
+/** A WebAuthn failure in words (the browser's own messages are written for developers). */
+function passkeyProblem(error: unknown): string {
+  if (error instanceof Error && error.name === 'NotAllowedError') {
+    return 'The passkey prompt was closed or timed out. Try again when you are ready.';
+  }
+  return error instanceof Error ? `The passkey did not work: ${error.message}` : 'The passkey did not work.';
+}
+
+/**
+ * The approval window of one role (SPEC §5.3, UI.md): enrol with the code from the terminal, sign
+ * in with the passkey, then approve or decline what is waiting. Terms come from the signed invoice
+ * the server decoded; the list refreshes every second without a reload.
+ */
+export function ApproveWindow({ role }: { readonly role: Role }) {
+  const [session, setSession] = useState<Session>();
+  const [approvals, setApprovals] = useState<readonly PendingApproval[]>([]);
+  const [closed, setClosed] = useState<readonly ClosedRequest[]>([]);
+  const [notice, setNotice] = useState<string>();
+  const [problem, setProblem] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const [code, setCode] = useState('');
+  const declinedHere = useRef(new Set<string>());
+  const shown = useRef<readonly PendingApproval[]>([]);
+
+  const loadSession = useCallback(async () => {
+    const answer = await call<{ signedIn: boolean; memberDid?: string }>(`/api/identity/session?as=${role}`, {
+      method: 'GET',
+    });
+    if (!answer.ok) {
+      setProblem(answer.error);
+      return;
+    }
+    setSession(
+      answer.value.signedIn && answer.value.memberDid
+        ? { signedIn: true, memberDid: answer.value.memberDid }
+        : { signedIn: false },
+    );
+  }, [role]);
+
+  useEffect(() => {
+    void loadSession();
+  }, [loadSession]);
+
+  // While signed in, the pending list is fetched every second: a new request appears without a reload.
+  useEffect(() => {
+    if (!session?.signedIn) return undefined;
+    let inFlight = false;
+    let stopped = false;
+    const refresh = async () => {
+      if (inFlight) return;
+      inFlight = true;
+      const answer = await call<{ approvals: PendingApproval[] }>(`/api/identity/pending?as=${role}`, {
+        method: 'GET',
+      });
+      inFlight = false;
+      if (stopped) return;
+      if (!answer.ok) {
+        if (answer.error.startsWith('not signed in')) setSession({ signedIn: false });
+        return;
+      }
+      const now = answer.value.approvals;
+      const ids = new Set(now.map((approval) => approval.approvalId));
+      const left = shown.current.filter((approval) => !ids.has(approval.approvalId));
+      if (left.length > 0) {
+        setClosed((previous) => [
+          ...left
+            // A request this window approved and that is no longer waiting is done: the card leaves.
+            .filter(
+              (approval) => declinedHere.current.has(approval.approvalId) || !approval.approvedRoles.includes(role),
+            )
+            .map(
+              (approval): ClosedRequest => ({
+                approval,
+                outcome: declinedHere.current.has(approval.approvalId) ? 'declined-here' : 'gone',
+              }),
+            ),
+          ...previous,
+        ]);
+      }
+      shown.current = now;
+      setApprovals(now);
+    };
+    void refresh();
+    const timer = setInterval(() => void refresh(), 1000);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+  }, [session?.signedIn, role]);
+
+  const run = async (work: () => Promise<void>) => {
+    setBusy(true);
+    setProblem(undefined);
+    setNotice(undefined);
+    try {
+      await work();
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const enrol = (event: FormEvent) => {
+    event.preventDefault();
+    void run(async () => {
+      const started = await call<{
+        ceremonyId: string;
+        options: Parameters<typeof startRegistration>[0]['optionsJSON'];
+      }>('/api/identity/registration/options', { method: 'POST', body: { code: code.trim() } });
+      if (!started.ok) return setProblem(started.error);
+      let response: Awaited<ReturnType<typeof startRegistration>>;
+      try {
+        response = await startRegistration({ optionsJSON: started.value.options });
+      } catch (error) {
+        return setProblem(passkeyProblem(error));
+      }
+      const verified = await call<{ role: Role }>('/api/identity/registration/verify', {
+        method: 'POST',
+        body: { ceremonyId: started.value.ceremonyId, response },
+      });
+      if (!verified.ok) return setProblem(verified.error);
+      setCode('');
+      if (verified.value.role !== role) {
+        return setNotice(
+          `Enrolled as ${verified.value.role} ✓ — that code was for the ${verified.value.role}: use the ${verified.value.role} window.`,
+        );
+      }
+      setNotice(`Enrolled as ${role} ✓`);
+      await loadSession();
+    });
+  };
+
+  const signIn = () =>
+    void run(async () => {
+      const started = await call<{
+        ceremonyId: string;
+        options: Parameters<typeof startAuthentication>[0]['optionsJSON'];
+      }>(`/api/identity/sign-in/options?as=${role}`, { method: 'POST' });
+      if (!started.ok) return setProblem(started.error);
+      let response: Awaited<ReturnType<typeof startAuthentication>>;
+      try {
+        response = await startAuthentication({ optionsJSON: started.value.options });
+      } catch (error) {
+        return setProblem(passkeyProblem(error));
+      }
+      const verified = await call<{ role: Role }>('/api/identity/sign-in/verify', {
+        method: 'POST',
+        body: { ceremonyId: started.value.ceremonyId, response },
+      });
+      if (!verified.ok) return setProblem(verified.error);
+      if (verified.value.role !== role) {
+        return setNotice(
+          `That passkey belongs to the ${verified.value.role}: you are signed in to the ${verified.value.role} window.`,
+        );
+      }
+      await loadSession();
+    });
+
+  const signOut = () =>
+    void run(async () => {
+      await call(`/api/identity/sign-out?as=${role}`, { method: 'POST' });
+      shown.current = [];
+      setApprovals([]);
+      setClosed([]);
+      setSession({ signedIn: false });
+    });
+
+  const approve = (approvalId: string) =>
+    run(async () => {
+      const started = await call<{
+        ceremonyId: string;
+        options: Parameters<typeof startAuthentication>[0]['optionsJSON'];
+      }>(`/api/identity/approval/options?as=${role}`, { method: 'POST', body: { approvalId } });
+      if (!started.ok) return setProblem(started.error);
+      let response: Awaited<ReturnType<typeof startAuthentication>>;
+      try {
+        response = await startAuthentication({ optionsJSON: started.value.options });
+      } catch (error) {
+        return setProblem(passkeyProblem(error));
+      }
+      const verified = await call(`/api/identity/approval/verify?as=${role}`, {
+        method: 'POST',
+        body: { ceremonyId: started.value.ceremonyId, response },
+      });
+      if (!verified.ok) return setProblem(verified.error);
+      setNotice('Approved ✓ — your signed approval was sent.');
+      setApprovals((current) =>
+        current.map((approval) =>
+          approval.approvalId === approvalId
+            ? { ...approval, approvedRoles: [...approval.approvedRoles, role] }
+            : approval,
+        ),
+      );
+    });
+
+  const decline = (approvalId: string) =>
+    run(async () => {
+      const answer = await call(`/api/identity/decline?as=${role}`, { method: 'POST', body: { approvalId } });
+      if (!answer.ok) return setProblem(answer.error);
+      declinedHere.current.add(approvalId);
+      setNotice('Declined. Nothing will be charged for that order.');
+    });
+
+  const title = role === 'child' ? "Child's approval window" : "Parent's approval window";
+  return (
+    <>
+      <SiteHeader subtitle={title}>
+        {session?.signedIn && (
+          <div className="flex items-center gap-3 text-sm">
+            <span className="rounded-full bg-emerald-50 px-3 py-1 text-emerald-900">Signed in as {role}</span>
+            <button
+              type="button"
+              onClick={signOut}
+              disabled={busy}
+              className="text-sky-800 underline underline-offset-2"
+            >
+              Sign out
+            </button>
+          </div>
+        )}
+      </SiteHeader>
+      <main className="mx-auto max-w-2xl px-4 py-6">
+        <h1 className="text-2xl font-semibold">{title}</h1>
+        <p className="mt-1 text-slate-700">
+          Every amount, item and address here is read from the invoice the shop signed — never from what the agent
+          wrote.
+        </p>
+        <div aria-live="polite" className="mt-3 space-y-2">
+          {notice && <p className="rounded-md bg-emerald-50 px-3 py-2 text-emerald-900">{notice}</p>}
+          {problem && (
+            <p role="alert" className="rounded-md bg-amber-50 px-3 py-2 text-amber-900">
+              {problem}
+            </p>
+          )}
+        </div>
+
+        {session === undefined && <p className="mt-6 text-slate-600">Checking your session…</p>}
+
+        {session?.signedIn === false && (
+          <div className="mt-6 grid gap-4">
+            <section aria-labelledby="sign-in-title" className="rounded-xl border border-slate-200 bg-white p-4">
+              <h2 id="sign-in-title" className="text-lg font-semibold">
+                Sign in with your passkey
+              </h2>
+              <p className="mt-1 text-sm text-slate-700">
+                Already enrolled as the {role}? Use the passkey you registered.
+              </p>
+              <button
+                type="button"
+                onClick={signIn}
+                disabled={busy}
+                className="mt-3 rounded-lg bg-sky-800 px-4 py-2 font-medium text-white hover:bg-sky-900 disabled:opacity-60"
+              >
+                Sign in with passkey
+              </button>
+            </section>
+            <section aria-labelledby="enrol-title" className="rounded-xl border border-slate-200 bg-white p-4">
+              <h2 id="enrol-title" className="text-lg font-semibold">
+                First time here?
+              </h2>
+              <form onSubmit={enrol} className="mt-2">
+                <label htmlFor="enrol-code" className="block text-sm text-slate-700">
+                  Enter the enrollment code printed in the terminal
+                </label>
+                <div className="mt-1 flex gap-2">
+                  <input
+                    id="enrol-code"
+                    name="code"
+                    autoComplete="one-time-code"
+                    required
+                    maxLength={100}
+                    value={code}
+                    onChange={(event) => setCode(event.target.value)}
+                    className="flex-1 rounded-md border border-slate-300 px-3 py-2 font-mono"
+                  />
+                  <button
+                    type="submit"
+                    disabled={busy || code.trim() === ''}
+                    className="rounded-lg border border-slate-300 bg-white px-4 py-2 font-medium hover:bg-slate-100 disabled:opacity-60"
+                  >
+                    Register a passkey
+                  </button>
+                </div>
+              </form>
+            </section>
+          </div>
+        )}
+
+        {session?.signedIn && (
+          <section aria-labelledby="waiting-title" className="mt-6">
+            <h2 id="waiting-title" className="sr-only">
+              Orders waiting for you
+            </h2>
+            {approvals.length === 0 && (
+              <p
+                role="status"
+                className="rounded-xl border border-dashed border-slate-300 p-6 text-center text-slate-600"
+              >
+                No orders are waiting for you.
+              </p>
+            )}
+            <div className="space-y-4">
+              {approvals.map((approval) => (
+                <PendingApprovalCard
+                  key={approval.approvalId}
+                  approval={approval}
+                  role={role}
+                  busy={busy}
+                  onApprove={() => void approve(approval.approvalId)}
+                  onDecline={() => void decline(approval.approvalId)}
+                />
+              ))}
+              {closed.map(({ approval, outcome }) => (
+                <PendingApprovalCard
+                  key={`closed-${approval.approvalId}`}
+                  approval={approval}
+                  role={role}
+                  busy={busy}
+                  closed={outcome}
+                  onDismiss={() => setClosed((all) => all.filter((other) => other.approval !== approval))}
+                />
+              ))}
+            </div>
+          </section>
+        )}
+      </main>
+    </>
+  );
+}

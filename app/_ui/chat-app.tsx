@@ -1,0 +1,299 @@
+'use client';
+
+import {
+  type FormEvent,
+  type KeyboardEvent,
+  type ReactNode,
+  useCallback,
+  useEffect,
+  useReducer,
+  useRef,
+  useState,
+} from 'react';
+import type { ChatEvent } from '@/lib/index';
+import {
+  applyChatEvent,
+  type ChatItem,
+  type ChatView,
+  emptyChat,
+  pendingApproval,
+  rolesStillNeeded,
+} from './chat-model';
+import { ElicitationForm } from './elicitation-form';
+import { possessive } from './format';
+import { OrderCard, ReceiptCard } from './order-card';
+import { SiteHeader } from './site-header';
+import { ToolRow } from './tool-row';
+
+const suggestions = [
+  'a cheese slice to 12 Main St',
+  'a large pepperoni',
+  'twenty large supremes',
+  'ask for a discount',
+];
+
+type Connection = 'starting' | 'live' | 'reconnecting';
+type Action = { readonly type: 'event'; readonly event: ChatEvent } | { readonly type: 'reset' };
+
+function reduce(view: ChatView, action: Action): ChatView {
+  return action.type === 'reset' ? emptyChat : applyChatEvent(view, action.event);
+}
+
+/** Posts JSON to one of the app's routes; resolves to the refusal's words, or `undefined` when accepted. */
+async function post(path: string, body: unknown): Promise<string | undefined> {
+  try {
+    const response = await fetch(path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (response.ok) return undefined;
+    const answer = (await response.json().catch(() => ({}))) as { error?: string };
+    return answer.error ?? `the server answered ${response.status}`;
+  } catch {
+    return 'the server cannot be reached; check that it is running';
+  }
+}
+
+/**
+ * The chat page: opens (or resumes) this browser's session, renders its event stream, and sends
+ * messages. Everything shown comes from the server's events, so a reload replays the same conversation.
+ */
+export function ChatApp() {
+  const [view, dispatch] = useReducer(reduce, emptyChat);
+  const [planner, setPlanner] = useState<string>();
+  const [connection, setConnection] = useState<Connection>('starting');
+  const [draft, setDraft] = useState('');
+  const [sendError, setSendError] = useState<string>();
+  const [sending, setSending] = useState(false);
+  const bottom = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    let source: EventSource | undefined;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    let stopped = false;
+    const connect = async () => {
+      const response = await fetch('/api/chat/session', { method: 'POST' }).catch(() => undefined);
+      if (stopped) return;
+      if (!response?.ok) {
+        setConnection('reconnecting');
+        retry = setTimeout(() => void connect(), 2000);
+        return;
+      }
+      const session = (await response.json()) as { resumed: boolean; planner: { label: string } };
+      setPlanner(session.planner.label);
+      // A new session (first visit, or the server restarted) starts an empty conversation.
+      if (!session.resumed) dispatch({ type: 'reset' });
+      source = new EventSource('/api/chat/events');
+      source.onopen = () => setConnection('live');
+      source.onmessage = (message) => {
+        dispatch({ type: 'event', event: JSON.parse(message.data) as ChatEvent });
+      };
+      source.onerror = () => {
+        // The browser reconnects by itself with Last-Event-ID; a closed stream (the session is
+        // gone) needs a new session.
+        if (source?.readyState === EventSource.CLOSED) {
+          source.close();
+          setConnection('reconnecting');
+          retry = setTimeout(() => void connect(), 1000);
+        } else {
+          setConnection('reconnecting');
+        }
+      };
+    };
+    void connect();
+    return () => {
+      stopped = true;
+      clearTimeout(retry);
+      source?.close();
+    };
+  }, []);
+
+  // Follow the conversation as events arrive.
+  useEffect(() => {
+    if (view.lastId > 0) bottom.current?.scrollIntoView({ block: 'end' });
+  }, [view.lastId]);
+
+  const send = useCallback(async (text: string) => {
+    const trimmed = text.trim();
+    if (trimmed === '') return;
+    setSending(true);
+    setSendError(undefined);
+    const problem = await post('/api/chat/messages', { text: trimmed });
+    setSending(false);
+    if (problem === undefined) setDraft('');
+    else setSendError(problem);
+  }, []);
+
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    void send(draft);
+  };
+  const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
+    // Enter sends; Shift+Enter is a new line.
+    if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) {
+      event.preventDefault();
+      void send(draft);
+    }
+  };
+
+  const renderItem = (item: ChatItem): ReactNode => {
+    switch (item.kind) {
+      case 'user':
+        return (
+          <div key={item.key} className="flex justify-end">
+            <p className="max-w-[80%] whitespace-pre-wrap rounded-2xl bg-sky-800 px-4 py-2 text-white">
+              <span className="sr-only">You: </span>
+              {item.text}
+            </p>
+          </div>
+        );
+      case 'assistant':
+        return (
+          <p
+            key={item.key}
+            className="max-w-[85%] whitespace-pre-wrap rounded-2xl border border-slate-200 bg-white px-4 py-2"
+          >
+            <span className="sr-only">Agent: </span>
+            {item.text}
+          </p>
+        );
+      case 'tool':
+        return (
+          <ToolRow key={item.key} tool={item.tool} callId={item.callId} summary={item.summary} result={item.result} />
+        );
+      case 'order':
+        return (
+          <OrderCard
+            key={item.key}
+            order={item.order}
+            approval={item.approval}
+            receipt={item.receipt}
+            onOrderAgain={() => void send('order again')}
+          />
+        );
+      case 'receipt':
+        return (
+          <ReceiptCard
+            key={item.key}
+            receipt={item.receipt}
+            merchantName={item.merchantName}
+            fulfilled={view.items.some(
+              (other) =>
+                other.kind === 'order' &&
+                other.order.invoiceId === item.receipt.invoiceId &&
+                other.approval?.status === 'fulfilled',
+            )}
+          />
+        );
+      case 'elicitation':
+        return (
+          <ElicitationForm
+            key={item.key}
+            form={item.form}
+            closed={item.closed}
+            onAnswer={(action, content) =>
+              post('/api/chat/elicitation', {
+                elicitationId: item.form.elicitationId,
+                action,
+                ...(content === undefined ? {} : { content }),
+              })
+            }
+          />
+        );
+      case 'notice':
+        return (
+          <p
+            key={item.key}
+            className={`rounded-lg px-4 py-2 text-sm ${item.tone === 'error' ? 'bg-amber-50 text-amber-900' : 'bg-slate-100 text-slate-700'}`}
+          >
+            {item.text}
+          </p>
+        );
+    }
+  };
+
+  const waiting = pendingApproval(view);
+  const status = waiting
+    ? `Waiting for the ${rolesStillNeeded(waiting).map(possessive).join(' and the ')} passkey in the ${rolesStillNeeded(waiting).join(' and ')} window.`
+    : view.busy
+      ? 'The agent is working…'
+      : undefined;
+
+  return (
+    <div className="flex h-screen flex-col">
+      <SiteHeader subtitle="Chat">
+        <p className="rounded-full bg-slate-100 px-3 py-1 text-sm text-slate-700">Agent: {planner ?? 'starting…'}</p>
+      </SiteHeader>
+      <main className="mx-auto flex w-full max-w-3xl flex-1 flex-col overflow-hidden px-4">
+        <h1 className="sr-only">Order Pizza chat</h1>
+        {connection !== 'live' && (
+          <p role="status" className="mt-3 rounded-md bg-slate-100 px-3 py-2 text-sm text-slate-700">
+            {connection === 'starting'
+              ? 'Starting the household: the shop, the proxy and the search index…'
+              : 'Reconnecting to the server…'}
+          </p>
+        )}
+        <section role="log" aria-label="Conversation" className="flex-1 space-y-3 overflow-y-auto py-4">
+          {view.items.length === 0 && (
+            <div className="mt-8 text-center">
+              <h2 className="text-xl font-semibold">What would you like to order?</h2>
+              <p className="mt-1 text-slate-600">
+                The agent orders from Main Street Pizza. Every payment needs a passkey approval in the child or parent
+                window.
+              </p>
+              <ul className="mt-4 flex flex-wrap justify-center gap-2" aria-label="Suggestions">
+                {suggestions.map((suggestion) => (
+                  <li key={suggestion}>
+                    <button
+                      type="button"
+                      disabled={connection !== 'live' || sending}
+                      onClick={() => void send(suggestion)}
+                      className="rounded-full border border-slate-300 bg-white px-4 py-2 text-sm hover:bg-slate-100 disabled:opacity-60"
+                    >
+                      {suggestion}
+                    </button>
+                  </li>
+                ))}
+              </ul>
+            </div>
+          )}
+          {view.items.map((item) => renderItem(item))}
+          <div ref={bottom} />
+        </section>
+        <form onSubmit={submit} className="border-t border-slate-200 py-3">
+          <p role="status" className="min-h-5 text-sm text-slate-700">
+            {status}
+          </p>
+          {sendError && (
+            <p role="alert" className="text-sm text-amber-900">
+              {sendError}
+            </p>
+          )}
+          <div className="mt-1 flex items-end gap-2">
+            <label htmlFor="chat-input" className="sr-only">
+              Message
+            </label>
+            <textarea
+              id="chat-input"
+              rows={2}
+              maxLength={4000}
+              value={draft}
+              onChange={(event) => setDraft(event.target.value)}
+              onKeyDown={onKeyDown}
+              placeholder="Ask for a pizza… (Enter sends, Shift+Enter for a new line)"
+              className="flex-1 resize-none rounded-lg border border-slate-300 bg-white px-3 py-2"
+            />
+            <button
+              type="submit"
+              disabled={sending || connection !== 'live' || draft.trim() === ''}
+              className="rounded-lg bg-sky-800 px-5 py-2 font-medium text-white hover:bg-sky-900 disabled:opacity-60"
+            >
+              Send
+            </button>
+          </div>
+        </form>
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,181 @@
+'use client';
+
+import { formatCountdown, formatMoney, shortDid } from './format';
+import { useNow } from './use-now';
+
+type Role = 'child' | 'parent';
+
+/** A request as the pending route sends it: the terms decoded from the merchant-signed invoice. */
+export interface PendingApproval {
+  readonly approvalId: string;
+  readonly status: string;
+  readonly terms: {
+    readonly invoiceId: string;
+    readonly merchantId: string;
+    readonly merchantName: string;
+    readonly items: ReadonlyArray<{ readonly name: string; readonly qty: number; readonly unitPriceCents: number }>;
+    readonly totalCents: number;
+    readonly deliverTo: string;
+  };
+  readonly requiredRoles: readonly Role[];
+  readonly approvedRoles: readonly Role[];
+  readonly expiresAt: string;
+}
+
+/**
+ * One request in the approval window. Approve is offered only while the request is pending, not
+ * expired, and not yet approved by this role; expired or closed requests say so instead.
+ * Merchant-supplied text is rendered as text.
+ */
+export function PendingApprovalCard({
+  approval,
+  role,
+  busy,
+  closed,
+  onApprove,
+  onDecline,
+  onDismiss,
+}: {
+  readonly approval: PendingApproval;
+  readonly role: Role;
+  readonly busy: boolean;
+  readonly closed?: 'declined-here' | 'gone';
+  readonly onApprove?: () => void;
+  readonly onDecline?: () => void;
+  readonly onDismiss?: () => void;
+}) {
+  const { terms } = approval;
+  const now = useNow(closed === undefined);
+  const left = Date.parse(approval.expiresAt) - now;
+  const expired = left <= 0;
+  const approvedHere = approval.approvedRoles.includes(role);
+  const others = approval.requiredRoles.filter((other) => other !== role);
+  const actionable = closed === undefined && !expired && !approvedHere;
+
+  return (
+    <article
+      aria-label={`Order from ${terms.merchantName} for ${formatMoney(terms.totalCents)}`}
+      className={`rounded-xl border bg-white p-4 shadow-sm ${actionable ? 'border-sky-300' : 'border-slate-200'}`}
+    >
+      <header className="flex flex-wrap items-baseline justify-between gap-2">
+        <h3 className="text-lg font-semibold">
+          {terms.merchantName} — {formatMoney(terms.totalCents)}
+        </h3>
+        <p className="text-sm text-emerald-800">
+          signed by {terms.merchantName}{' '}
+          <span title={terms.merchantId} className="font-mono">
+            ({shortDid(terms.merchantId)})
+          </span>{' '}
+          ✓
+        </p>
+      </header>
+      <table className="mt-3 w-full text-sm">
+        <caption className="sr-only">Items on the signed invoice</caption>
+        <thead className="text-left text-slate-600">
+          <tr>
+            <th scope="col" className="py-1 font-medium">
+              Item
+            </th>
+            <th scope="col" className="py-1 text-right font-medium">
+              Qty
+            </th>
+            <th scope="col" className="py-1 text-right font-medium">
+              Each
+            </th>
+            <th scope="col" className="py-1 text-right font-medium">
+              Amount
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {terms.items.map((item) => (
+            <tr key={`${item.name}-${item.qty}-${item.unitPriceCents}`} className="border-t border-slate-100">
+              <td className="py-1">{item.name}</td>
+              <td className="py-1 text-right tabular-nums">{item.qty}</td>
+              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents)}</td>
+              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents * item.qty)}</td>
+            </tr>
+          ))}
+        </tbody>
+        <tfoot>
+          <tr className="border-t border-slate-300 font-semibold">
+            <th scope="row" colSpan={3} className="py-1 text-left">
+              Total
+            </th>
+            <td className="py-1 text-right tabular-nums">{formatMoney(terms.totalCents)}</td>
+          </tr>
+        </tfoot>
+      </table>
+      <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-sm">
+        <dt className="text-slate-600">Deliver to</dt>
+        <dd className="font-medium">{terms.deliverTo}</dd>
+        <dt className="text-slate-600">Also approving</dt>
+        <dd>
+          {others.length === 0
+            ? `nobody else — under ${formatMoney(1000)} the ${role} alone approves`
+            : others
+                .map((other) => `the ${other} (${approval.approvedRoles.includes(other) ? 'approved ✓' : 'waiting'})`)
+                .join(', ')}
+        </dd>
+        {closed === undefined && !expired && (
+          <>
+            <dt className="text-slate-600">Expires</dt>
+            <dd className="tabular-nums">in {formatCountdown(left)}</dd>
+          </>
+        )}
+      </dl>
+
+      {closed === 'declined-here' && (
+        <p className="mt-3 text-amber-900">You declined this order. Nothing will be charged.</p>
+      )}
+      {closed === 'gone' && (
+        <p className="mt-3 text-slate-700">
+          {expired
+            ? 'This request expired. It can no longer be approved.'
+            : 'This request is no longer waiting: it was declined in another window or has expired.'}
+        </p>
+      )}
+      {closed === undefined && expired && (
+        <p className="mt-3 text-amber-900">This request expired. It can no longer be approved.</p>
+      )}
+      {closed === undefined && approvedHere && !expired && (
+        <p className="mt-3 text-emerald-800">
+          Approved ✓ — your signed approval was sent.
+          {others.some((other) => !approval.approvedRoles.includes(other)) ? ' Waiting for the others.' : ''}
+        </p>
+      )}
+
+      <div className="mt-4 flex gap-2">
+        {actionable && (
+          <>
+            <button
+              type="button"
+              onClick={onApprove}
+              disabled={busy}
+              className="rounded-lg bg-emerald-700 px-4 py-2 font-medium text-white hover:bg-emerald-800 disabled:opacity-60"
+            >
+              Approve with passkey
+            </button>
+            <button
+              type="button"
+              onClick={onDecline}
+              disabled={busy}
+              className="rounded-lg border border-slate-300 bg-white px-4 py-2 font-medium hover:bg-slate-100 disabled:opacity-60"
+            >
+              Decline
+            </button>
+          </>
+        )}
+        {closed !== undefined && onDismiss && (
+          <button
+            type="button"
+            onClick={onDismiss}
+            className="rounded-lg border border-slate-300 bg-white px-3 py-1 text-sm hover:bg-slate-100"
+          >
+            Dismiss
+          </button>
+        )}
+      </div>
+    </article>
+  );
+}

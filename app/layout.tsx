@@ -1,0 +1,17 @@
+import type { Metadata } from 'next/types';
+import type { ReactNode } from 'react';
+import './globals.css';
+
+export const metadata: Metadata = {
+  title: 'Order Pizza',
+  description: 'An agent orders pizza; the household approves with passkeys; the proxy enforces the rules in code.',
+};
+
+/** The page frame: dark text on a light background, system fonts (no network). */
+export default function RootLayout({ children }: { readonly children: ReactNode }) {
+  return (
+    <html lang="en">
+      <body className="min-h-screen bg-slate-50 font-sans text-slate-900 antialiased">{children}</body>
+    </html>
+  );
+}

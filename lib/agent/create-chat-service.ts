@@ -1,0 +1,298 @@
+import { randomUUID } from 'node:crypto';
+import Anthropic from '@anthropic-ai/sdk';
+import type { MessageParam } from '@anthropic-ai/sdk/resources/messages/messages';
+import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import type { HouseholdRuntime } from '../runtime';
+import { defaultClaudeModel, defaultMaxToolRounds, runClaudeTurn } from './agent-loop';
+import { ChatError } from './chat-error';
+import { createChatLog } from './chat-log';
+import { type ChatStore, createMemoryChatStore } from './chat-store';
+import { type McpSession, openMcpSession } from './mcp-session';
+import { runOfflineTurn, type TurnEnd } from './offline-planner';
+import type { ChatSessionState, TurnContext } from './tool-runner';
+import type { ChatEventBody, ChatService, PlannerInfo } from './types';
+
+/** Options of {@link createChatService}. */
+export interface ChatServiceOptions {
+  /** The composed household: its gateway (one MCP session per chat), approvals and event bus. */
+  readonly runtime: Pick<HouseholdRuntime, 'gateway' | 'identity' | 'events' | 'merchant'>;
+  /** Claude when `apiKey` is set (`ANTHROPIC_API_KEY`); otherwise the offline planner. */
+  readonly anthropic?: { readonly apiKey?: string; readonly model?: string; readonly baseURL?: string };
+  /** Where sessions and their events are kept; default in memory. The app passes the SQLite one. */
+  readonly store?: ChatStore;
+  /** Bound on model ↔ tool rounds per turn (default 12). */
+  readonly maxToolRounds?: number;
+  readonly clock?: () => Date;
+  /** Where unexpected faults of a background turn are reported (the chat shows a short message). */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** Longest message a person may send. */
+const maxMessageLength = 4_000;
+
+/** An elicitation form waiting for its human. */
+interface PendingForm {
+  readonly schema: ElicitRequestFormParams['requestedSchema'];
+  readonly resolve: (result: ElicitResult) => void;
+}
+
+/** A session this process has opened: its MCP session, planner state and the running turn. */
+interface LiveSession {
+  readonly state: ChatSessionState;
+  readonly history: MessageParam[];
+  readonly forms: Map<string, PendingForm>;
+  turn?: { readonly controller: AbortController; readonly done: Promise<void> } | undefined;
+}
+
+/**
+ * The chat service (SPEC §8): one per server process. Each chat session has its own MCP session on
+ * the embedded proxy (its own discovery gate) and a durable event log. `send` starts the turn in the
+ * background, detached from the HTTP request that sent it; the page reads the log (stored, then
+ * live), so a reload loses nothing. Sessions from the store that this process has not opened yet
+ * get a new MCP session on first use (the gate starts empty, as after any restart).
+ */
+export function createChatService(options: ChatServiceOptions): ChatService {
+  const { runtime } = options;
+  const store = options.store ?? createMemoryChatStore();
+  const log = createChatLog(store, options.clock);
+  const maxToolRounds = options.maxToolRounds ?? defaultMaxToolRounds;
+  const apiKey = options.anthropic?.apiKey;
+  const model = options.anthropic?.model || defaultClaudeModel;
+  const claude =
+    apiKey === undefined || apiKey === ''
+      ? undefined
+      : new Anthropic({
+          apiKey,
+          ...(options.anthropic?.baseURL === undefined ? {} : { baseURL: options.anthropic.baseURL }),
+        });
+  const planner: PlannerInfo = claude === undefined ? { kind: 'offline' } : { kind: 'claude', model };
+  const live = new Map<string, Promise<LiveSession>>();
+  let closed = false;
+
+  const emit = (sessionId: string) => (body: ChatEventBody) => log.append(sessionId, body);
+
+  function open(sessionId: string): Promise<LiveSession> {
+    const existing = live.get(sessionId);
+    if (existing) return existing;
+    const forms = new Map<string, PendingForm>();
+    const opening = openMcpSession(runtime.gateway, {
+      name: `chat-${sessionId}`,
+      elicit: (params, signal) => askHuman(sessionId, forms, params, signal),
+    }).then(
+      (mcp: McpSession): LiveSession => ({
+        state: {
+          sessionId,
+          mcp,
+          approveUrls: new Map(),
+          invoiceApprovals: new Map(),
+          payments: new Map(),
+          approvalStates: new Map(),
+        },
+        history: [],
+        forms,
+      }),
+    );
+    live.set(sessionId, opening);
+    opening.catch(() => live.delete(sessionId));
+    return opening;
+  }
+
+  /** The session's elicitation handler: shows the proxy's form in the chat and waits for the answer. */
+  async function askHuman(
+    sessionId: string,
+    forms: Map<string, PendingForm>,
+    params: ElicitRequestFormParams,
+    signal: AbortSignal,
+  ): Promise<ElicitResult> {
+    const elicitationId = randomUUID();
+    const required = new Set(params.requestedSchema.required ?? []);
+    const answer = new Promise<ElicitResult>((resolve) => {
+      forms.set(elicitationId, { schema: params.requestedSchema, resolve });
+    });
+    const cancel = () => {
+      const form = forms.get(elicitationId);
+      if (form === undefined) return;
+      forms.delete(elicitationId);
+      form.resolve({ action: 'cancel' });
+      void emit(sessionId)({ type: 'elicitation-closed', elicitationId, action: 'cancel' });
+    };
+    signal.addEventListener('abort', cancel, { once: true });
+    await emit(sessionId)({
+      type: 'elicitation',
+      elicitationId,
+      message: params.message.slice(0, 2_000),
+      fields: Object.entries(params.requestedSchema.properties).map(([name, schema]) => ({
+        name,
+        title: (schema.title ?? schema.description ?? name).slice(0, 200),
+        required: required.has(name),
+      })),
+    });
+    try {
+      return await answer;
+    } finally {
+      signal.removeEventListener('abort', cancel);
+    }
+  }
+
+  /** Runs one turn; `release` frees the session for the next message just before 'turn-ended' is logged. */
+  async function runTurn(
+    sessionId: string,
+    session: LiveSession,
+    turn: { readonly text: string; readonly signal: AbortSignal; readonly release: () => void },
+  ): Promise<void> {
+    const { text, signal } = turn;
+    const context: TurnContext = {
+      session: session.state,
+      emit: emit(sessionId),
+      signal,
+      approvals: runtime.identity.approvals,
+      events: runtime.events,
+      merchantDid: runtime.merchant?.did,
+    };
+    let end: TurnEnd = 'error';
+    try {
+      // Attack-console moves are scripted, whichever planner is active: they go straight to the proxy.
+      end =
+        claude === undefined || text.startsWith('/attack')
+          ? await runOfflineTurn(context, text)
+          : await runClaudeTurn(context, text, { client: claude, model, maxToolRounds, history: session.history });
+    } catch (error) {
+      if (!signal.aborted) {
+        options.onError?.(error);
+        await context.emit({ type: 'error', message: failureMessage(error) });
+      }
+    } finally {
+      // Freed first: a page that sees 'turn-ended' may send the next message at once.
+      turn.release();
+      await context.emit({ type: 'turn-ended', reason: end }).catch((error: unknown) => options.onError?.(error));
+    }
+  }
+
+  return {
+    planner,
+
+    async createSession() {
+      if (closed) throw new ChatError('closed', 'the chat service is closed');
+      const sessionId = randomUUID();
+      await store.createSession(sessionId, (options.clock?.() ?? new Date()).toISOString());
+      await open(sessionId);
+      return { sessionId };
+    },
+
+    hasSession: (sessionId) => store.hasSession(sessionId),
+
+    async send(sessionId, text) {
+      if (closed) return { accepted: false, reason: 'The chat service is shutting down.' };
+      const message = text.trim();
+      if (message === '') return { accepted: false, reason: 'The message is empty.' };
+      if (message.length > maxMessageLength) {
+        return { accepted: false, reason: `The message is longer than ${maxMessageLength} characters.` };
+      }
+      if (!(await store.hasSession(sessionId))) return { accepted: false, reason: 'There is no such chat session.' };
+      const session = await open(sessionId);
+      // Checked and claimed without an await in between: one turn at a time per session.
+      if (session.turn !== undefined) {
+        return {
+          accepted: false,
+          reason: 'The agent is still working on the previous message; wait for it to finish (or answer its form).',
+        };
+      }
+      const controller = new AbortController();
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        session.turn = undefined;
+      };
+      const started = (async () => {
+        await emit(sessionId)({ type: 'user-message', text: message });
+        await emit(sessionId)({ type: 'turn-started' });
+        await runTurn(sessionId, session, { text: message, signal: controller.signal, release });
+      })();
+      const done = started.catch((error: unknown) => options.onError?.(error)).finally(release);
+      session.turn = { controller, done };
+      return { accepted: true };
+    },
+
+    async *events(sessionId, { afterId, signal }) {
+      if (!(await store.hasSession(sessionId))) {
+        throw new ChatError('unknown-session', 'There is no such chat session.');
+      }
+      yield* log.events(sessionId, { afterId, signal });
+    },
+
+    async answerElicitation(sessionId, answer) {
+      const session = await (live.get(sessionId) ?? Promise.resolve(undefined));
+      const form = session?.forms.get(answer.elicitationId);
+      if (session === undefined || form === undefined) {
+        return {
+          accepted: false,
+          reason: 'That form is not waiting for an answer (it may have been answered or cancelled).',
+        };
+      }
+      let result: ElicitResult;
+      if (answer.action === 'accept') {
+        const content = formContent(form.schema, answer.content ?? {});
+        if (!content.ok) return { accepted: false, reason: content.reason };
+        result = { action: 'accept', content: content.value };
+      } else {
+        result = { action: answer.action };
+      }
+      session.forms.delete(answer.elicitationId);
+      await emit(sessionId)({ type: 'elicitation-closed', elicitationId: answer.elicitationId, action: answer.action });
+      form.resolve(result);
+      return { accepted: true };
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      const sessions = await Promise.allSettled(live.values());
+      for (const settled of sessions) {
+        if (settled.status !== 'fulfilled') continue;
+        const session = settled.value;
+        session.turn?.controller.abort();
+        for (const form of session.forms.values()) form.resolve({ action: 'cancel' });
+        session.forms.clear();
+        await session.turn?.done;
+        await session.state.mcp.close();
+      }
+      live.clear();
+    },
+  };
+}
+
+/** Validates a form answer against the form's fields: required ones present, numbers and booleans converted. */
+function formContent(
+  schema: ElicitRequestFormParams['requestedSchema'],
+  content: Readonly<Record<string, string>>,
+): { ok: true; value: Record<string, string | number | boolean> } | { ok: false; reason: string } {
+  const value: Record<string, string | number | boolean> = {};
+  for (const [name, field] of Object.entries(schema.properties)) {
+    const raw = content[name]?.trim();
+    if (raw === undefined || raw === '') {
+      if (schema.required?.includes(name)) return { ok: false, reason: `"${field.title ?? name}" is required.` };
+      continue;
+    }
+    if (field.type === 'number' || field.type === 'integer') {
+      const number = Number(raw);
+      if (!Number.isFinite(number) || (field.type === 'integer' && !Number.isInteger(number))) {
+        return { ok: false, reason: `"${field.title ?? name}" must be a number.` };
+      }
+      value[name] = number;
+    } else if (field.type === 'boolean') {
+      value[name] = raw === 'true';
+    } else {
+      value[name] = raw.slice(0, 2_000);
+    }
+  }
+  return { ok: true, value };
+}
+
+/** A failed turn in words: the cause's message, never a stack. */
+function failureMessage(error: unknown): string {
+  if (error instanceof Anthropic.APIError) {
+    return `Claude could not answer (${error.status ?? 'no status'}): ${error.message}`.slice(0, 500);
+  }
+  return `The turn failed: ${error instanceof Error ? error.message : 'unknown error'}`.slice(0, 500);
+}

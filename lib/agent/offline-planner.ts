@@ -1,0 +1,386 @@
+import { randomUUID } from 'node:crypto';
+import type { Role, WaitOutcome } from '../../identity/index';
+import { dollars } from './invoice-terms';
+import { awaitApproval, type QuotedOrder, runTool, type ToolOutcome, type TurnContext } from './tool-runner';
+
+/** How a turn ended (the 'turn-ended' reasons). */
+export type TurnEnd = 'done' | 'error' | 'rounds-exhausted';
+
+/** One requested line as the person said it, before it is matched against the shop's menu. */
+export interface SpokenItem {
+  readonly qty: number;
+  readonly flavor: string;
+  readonly size?: 'small' | 'large' | 'slice';
+}
+
+/** What the offline planner understood. */
+export type Intent =
+  | { readonly kind: 'menu' }
+  | { readonly kind: 'order'; readonly items: readonly SpokenItem[]; readonly deliverTo?: string }
+  | { readonly kind: 'discount'; readonly items: readonly SpokenItem[]; readonly deliverTo?: string }
+  | { readonly kind: 'order-again'; readonly deliverTo?: string }
+  | { readonly kind: 'attack'; readonly move: string }
+  | { readonly kind: 'help' };
+
+const numberWords: Readonly<Record<string, number>> = {
+  a: 1,
+  an: 1,
+  one: 1,
+  two: 2,
+  three: 3,
+  four: 4,
+  five: 5,
+  six: 6,
+  seven: 7,
+  eight: 8,
+  nine: 9,
+  ten: 10,
+  eleven: 11,
+  twelve: 12,
+  thirteen: 13,
+  fourteen: 14,
+  fifteen: 15,
+  sixteen: 16,
+  seventeen: 17,
+  eighteen: 18,
+  nineteen: 19,
+  twenty: 20,
+};
+const flavors = ['cheese', 'pepperoni', 'hawaiian', 'supreme'] as const;
+const counts = `\\d{1,3}|${Object.keys(numberWords).join('|')}`;
+/** "[count] [size] flavor[s] [slice|pizza]" | "[count] slice(s) of flavor" | "[count] slice(s)". */
+const itemPattern = new RegExp(
+  [
+    String.raw`(?:\b(${counts})\s+)?(?:\b(small|large|big)\s+)?\b(${flavors.join('|')})s?\b(?:\s+(slices?|pizzas?))?`,
+    String.raw`(?:\b(${counts})\s+)?\bslices?\s+of\s+(${flavors.join('|')})\b`,
+    String.raw`(?:\b(${counts})\s+)?\b(slices?)\b`,
+  ].join('|'),
+  'gi',
+);
+
+/**
+ * Reads the demo intents (SPEC §8) deterministically: the menu; slices, small and large pizzas by
+ * name with quantities ("twenty large supremes"); a delivery address ("to 12 Main St"); "ask for a
+ * discount"; "order again"; and `/attack <move>`.
+ */
+export function parseIntent(text: string): Intent {
+  const trimmed = text.trim();
+  const attack = /^\/attack\s+([a-z-]+)/i.exec(trimmed);
+  if (attack?.[1] !== undefined) return { kind: 'attack', move: attack[1].toLowerCase() };
+  // The address is what follows "to" when it starts with a house number: "… to 12 Main St".
+  const address = /\bto\s+(\d[^,;!?\n]*)/i.exec(trimmed);
+  const deliverTo = address?.[1]?.trim().replace(/[.\s]+$/, '') || undefined;
+  const rest = address === null ? trimmed : trimmed.slice(0, address.index);
+  const items = spokenItems(rest);
+  const withAddress = deliverTo === undefined ? {} : { deliverTo };
+  if (/\bdiscount|\bdeal\b|\bcheaper\b/i.test(rest)) return { kind: 'discount', items, ...withAddress };
+  if (/\bagain\b|\bsame\b|\breorder\b/i.test(rest)) return { kind: 'order-again', ...withAddress };
+  if (items.length > 0) return { kind: 'order', items, ...withAddress };
+  if (/\bmenu\b|\bprices?\b|\bwhat\b.*\b(have|sell|serve)\b/i.test(rest)) return { kind: 'menu' };
+  return { kind: 'help' };
+}
+
+function spokenItems(text: string): SpokenItem[] {
+  const items: SpokenItem[] = [];
+  for (const match of text.matchAll(itemPattern)) {
+    const [, count, size, flavor, kind, sliceOfCount, sliceFlavor, sliceCount, slice] = match;
+    if (flavor !== undefined) {
+      const sizeWord = /^slice/i.test(kind ?? '') ? 'slice' : size?.toLowerCase() === 'big' ? 'large' : size;
+      items.push({
+        qty: quantity(count),
+        flavor: flavor.toLowerCase(),
+        ...(sizeWord === undefined ? {} : { size: sizeWord.toLowerCase() as NonNullable<SpokenItem['size']> }),
+      });
+    } else if (sliceFlavor !== undefined) {
+      items.push({ qty: quantity(sliceOfCount), flavor: sliceFlavor.toLowerCase(), size: 'slice' });
+    } else if (slice !== undefined) {
+      items.push({ qty: quantity(sliceCount), flavor: 'cheese', size: 'slice' });
+    }
+  }
+  return items;
+}
+
+function quantity(word: string | undefined): number {
+  if (word === undefined) return 1;
+  const lower = word.toLowerCase();
+  return numberWords[lower] ?? Number.parseInt(lower, 10);
+}
+
+/** One menu entry as `get_menu` answers it. */
+interface MenuEntry {
+  readonly sku: string;
+  readonly name: string;
+  readonly listPriceCents: number;
+}
+
+/** Matches a spoken line to the shop's menu: a slice, the named size, else the largest pizza of that name. */
+export function matchMenu(item: SpokenItem, menu: readonly MenuEntry[]): MenuEntry | undefined {
+  const named = menu.filter((entry) => `${entry.sku} ${entry.name}`.toLowerCase().includes(item.flavor));
+  const isSlice = (entry: MenuEntry) => /slice/i.test(`${entry.sku} ${entry.name}`);
+  if (item.size === 'slice') return named.find(isSlice);
+  const pizzas = named.filter((entry) => !isSlice(entry));
+  if (item.size !== undefined) return pizzas.find((entry) => entry.sku.toLowerCase().startsWith(item.size ?? ''));
+  return (
+    pizzas.find((entry) => entry.sku.startsWith('large')) ??
+    pizzas.find((entry) => entry.sku.startsWith('small')) ??
+    pizzas[0] ??
+    named[0]
+  );
+}
+
+/**
+ * The offline planner (SPEC §8): no key, no network. It drives the same three meta-tools through
+ * the chat's own MCP session that Claude would, searching before every call, so every step goes
+ * through the proxy's pipelines (discovery gate, elicitation, policy). Refusals are explained in the
+ * words the tools returned. Replies are written as 'assistant-text'.
+ */
+export async function runOfflineTurn(context: TurnContext, text: string): Promise<TurnEnd> {
+  const intent = parseIntent(text);
+  const say = (message: string) => context.emit({ type: 'assistant-text', messageId: randomUUID(), delta: message });
+  switch (intent.kind) {
+    case 'help':
+      await say(
+        'I can show the menu, order for you ("a cheese slice to 12 Main St", "two small cheese", "a large pepperoni"), ask the shop for a discount, or order again.',
+      );
+      return 'done';
+    case 'attack':
+      return attack(context, intent.move, say);
+    case 'menu': {
+      const menu = await fetchMenu(context);
+      if (!menu.ok) {
+        await say(`I couldn't get the menu: ${menu.reason}`);
+        return 'done';
+      }
+      await say(
+        `Here is the menu:\n${menu.items.map((item) => `• ${item.name} — ${dollars(item.listPriceCents)}`).join('\n')}`,
+      );
+      return 'done';
+    }
+    case 'discount':
+      return negotiate(context, intent.items, intent.deliverTo, say);
+    case 'order-again': {
+      const last = context.session.lastOrder;
+      if (last === undefined) {
+        await say(
+          'There\'s no earlier order in this chat to repeat. Tell me what you\'d like, e.g. "a large pepperoni".',
+        );
+        return 'done';
+      }
+      const deliverTo = intent.deliverTo ?? last.deliverTo;
+      return order(context, { lines: last.lines, ...(deliverTo === undefined ? {} : { deliverTo }) }, say);
+    }
+    case 'order': {
+      const menu = await fetchMenu(context);
+      if (!menu.ok) {
+        await say(`I couldn't get the menu: ${menu.reason}`);
+        return 'done';
+      }
+      const lines: { sku: string; qty: number }[] = [];
+      for (const item of intent.items) {
+        const entry = matchMenu(item, menu.items);
+        if (entry === undefined) {
+          const asked = [
+            item.size === 'slice' ? undefined : item.size,
+            item.flavor,
+            item.size === 'slice' ? 'slice' : '',
+          ]
+            .filter(Boolean)
+            .join(' ');
+          await say(
+            `The shop has no ${asked} on its menu. It sells: ${menu.items.map((entry) => entry.name).join(', ')}.`,
+          );
+          return 'done';
+        }
+        lines.push({ sku: entry.sku, qty: item.qty });
+      }
+      return order(context, { lines, ...(intent.deliverTo === undefined ? {} : { deliverTo: intent.deliverTo }) }, say);
+    }
+  }
+}
+
+type Say = (message: string) => Promise<unknown>;
+
+/** Searches, then calls `tool` through `call_tool` (the discovery gate lets only searched tools through). */
+async function searchAndCall(
+  context: TurnContext,
+  tool: string,
+  query: string,
+  args: Record<string, unknown>,
+): Promise<ToolOutcome> {
+  const found = await runTool(context, { tool: 'search_tools', args: { query } });
+  const names = Array.isArray(found.json?.results)
+    ? (found.json.results as { name?: unknown }[]).map((result) => result.name)
+    : [];
+  // A focused query may rank the tool below the cut: widen once, as a person would.
+  if (!names.includes(tool))
+    await runTool(context, { tool: 'search_tools', args: { query: tool.replaceAll('_', ' '), top_k: 20 } });
+  return runTool(context, { tool: 'call_tool', args: { tool_name: tool, arguments: args } });
+}
+
+async function fetchMenu(
+  context: TurnContext,
+): Promise<{ ok: true; items: readonly MenuEntry[] } | { ok: false; reason: string }> {
+  const menu = await searchAndCall(context, 'pizza__get_menu', 'pizza menu', {});
+  const items = menu.json?.items;
+  if (menu.isError || !Array.isArray(items)) return { ok: false, reason: menu.text || 'the shop did not answer' };
+  return {
+    ok: true,
+    items: items.filter(
+      (item): item is MenuEntry =>
+        typeof item === 'object' && item !== null && typeof item.sku === 'string' && typeof item.name === 'string',
+    ),
+  };
+}
+
+async function negotiate(
+  context: TurnContext,
+  spoken: readonly SpokenItem[],
+  deliverTo: string | undefined,
+  say: Say,
+): Promise<TurnEnd> {
+  let lines: QuotedOrder['lines'] = context.session.lastOrder?.lines ?? [];
+  if (spoken.length > 0) {
+    const menu = await fetchMenu(context);
+    if (!menu.ok) {
+      await say(`I couldn't get the menu: ${menu.reason}`);
+      return 'done';
+    }
+    lines = spoken.flatMap((item) => {
+      const entry = matchMenu(item, menu.items);
+      return entry === undefined ? [] : [{ sku: entry.sku, qty: item.qty }];
+    });
+  }
+  const asked = await searchAndCall(context, 'pizza__negotiate', 'negotiate discount with the shop clerk', {
+    message: 'Could you give us a discount on this order?',
+    ...(lines.length > 0 ? { items: lines.map(({ sku, qty }) => ({ sku, qty })) } : {}),
+  });
+  if (asked.isError) {
+    await say(`The shop would not quote that: ${asked.text}`);
+    return 'done';
+  }
+  const clerkMessage = typeof asked.json?.clerkMessage === 'string' ? asked.json.clerkMessage : '';
+  const proposal = asked.json?.proposal as
+    | { items?: { sku: string; qty: number; unitPriceCents: number }[]; totalCents?: number }
+    | undefined;
+  const proposed = proposal?.items ?? [];
+  if (proposed.length === 0) {
+    await say(
+      `The clerk says: “${clerkMessage}” Tell me what you'd like (e.g. "ask for a discount on two large supremes") and I'll ask for a price on it.`,
+    );
+    return 'done';
+  }
+  const address = deliverTo ?? context.session.lastOrder?.deliverTo;
+  context.session.lastOrder = {
+    lines: proposed.map(({ sku, qty, unitPriceCents }) => ({ sku, qty, unitPriceCents })),
+    ...(address === undefined ? {} : { deliverTo: address }),
+  };
+  await say(
+    `The clerk says: “${clerkMessage}” The proposal comes to ${dollars(proposal?.totalCents ?? 0)} — not binding until the shop signs an invoice. Say "order again" and I'll ask for a signed invoice at these prices.`,
+  );
+  return 'done';
+}
+
+/** The whole order of SPEC §9: signed invoice → approval (the loop waits) → charge by reference → fulfil → record. */
+async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promise<TurnEnd> {
+  // 1. The signed invoice. Without an address the proxy asks the human for it (elicitation).
+  const invoiced = await searchAndCall(context, 'pizza__request_invoice', 'pizza order invoice', {
+    items: quote.lines.map((line) => ({ ...line })),
+    ...(quote.deliverTo === undefined ? {} : { deliverTo: quote.deliverTo }),
+  });
+  if (invoiced.isError || typeof invoiced.json?.invoice !== 'string') {
+    await say(`The shop did not sign an invoice: ${invoiced.text}\nNothing was charged.`);
+    return 'done';
+  }
+  const invoice = invoiced.json.invoice;
+  const invoiceId = String(invoiced.json.invoiceId ?? '');
+  const terms = invoiced.json.terms as { totalCents?: unknown } | undefined;
+  const totalCents = typeof terms?.totalCents === 'number' ? terms.totalCents : 0;
+  await say(`The shop signed an invoice for ${dollars(totalCents)}. Asking the household to approve it.`);
+
+  // 2. The household's approval request; the loop waits for the decision.
+  const requested = await searchAndCall(context, 'request_approval', 'request approval from the household', {
+    invoice,
+  });
+  const approvalId = requested.json?.approvalId;
+  if (requested.isError || typeof approvalId !== 'string') {
+    await say(`${requested.text}\nNothing was charged.`);
+    return 'done';
+  }
+  const roles = Array.isArray(requested.json?.requiredRoles) ? (requested.json.requiredRoles as Role[]) : [];
+  await say(`Waiting for ${roles.map((role) => `the ${role}'s passkey in the ${role} window`).join(' and ')}.`);
+  const outcome: WaitOutcome = await awaitApproval(context, approvalId);
+  if (outcome.status !== 'approved') {
+    await say(decisionMessage(outcome));
+    return 'done';
+  }
+
+  // 3. Pay by reference: the proxy fills in the stored evidence and the policy checks it.
+  const charged = await searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
+    invoiceId,
+    amountCents: totalCents,
+    merchantId: context.merchantDid ?? invoicedMerchant(invoiced),
+    approvalId,
+  });
+  const receipt = charged.json?.receipt;
+  if (charged.isError || typeof receipt !== 'string') {
+    await say(`The payment did not go through: ${charged.text}`);
+    return 'done';
+  }
+  const paymentRef = String(charged.json?.paymentRef ?? '');
+
+  // 4. The shop ships against the receipt; its signed commitment completes the evidence chain.
+  const fulfilled = await searchAndCall(context, 'pizza__fulfill', 'fulfill the paid order', { receipt });
+  if (fulfilled.isError || typeof fulfilled.json?.commitment !== 'string') {
+    await say(
+      `Paid ${dollars(totalCents)} (payment ${paymentRef}), but the shop did not confirm delivery: ${fulfilled.text}`,
+    );
+    return 'done';
+  }
+  const recorded = await searchAndCall(context, 'record_fulfillment', 'record fulfillment commitment', {
+    commitment: fulfilled.json.commitment,
+  });
+  const eta = typeof fulfilled.json.etaMinutes === 'number' ? fulfilled.json.etaMinutes : undefined;
+  const where = context.session.lastOrder?.deliverTo;
+  await say(
+    `Paid ${dollars(totalCents)} (payment ${paymentRef}). The shop signed its commitment to deliver${where ? ` to ${where}` : ''}${eta === undefined ? '' : ` in about ${eta} minutes`}.${recorded.isError ? ` (The commitment could not be recorded: ${recorded.text})` : ''}`,
+  );
+  return 'done';
+}
+
+function invoicedMerchant(invoiced: ToolOutcome): string {
+  const terms = invoiced.json?.terms as { merchantId?: unknown } | undefined;
+  return typeof terms?.merchantId === 'string' ? terms.merchantId : '';
+}
+
+/** A declined or expired request in words, with what to do next. */
+export function decisionMessage(outcome: Exclude<WaitOutcome, { status: 'approved' }>): string {
+  switch (outcome.status) {
+    case 'declined':
+      return `The order was declined (${outcome.reason}). Nothing was charged. Say "order again" if you'd like a fresh invoice.`;
+    case 'expired':
+      return `The invoice expired before every approval was given (${outcome.reason}), so nothing was charged. Say "order again" and I'll ask the shop for a fresh invoice.`;
+    case 'pending':
+      return `The approval is still waiting for the ${outcome.waitingFor.join(' and the ')}.`;
+  }
+}
+
+/** Scripted hostile moves through the real proxy (SPEC §8 attack console); each is refused with a reason. */
+async function attack(context: TurnContext, move: string, say: Say): Promise<TurnEnd> {
+  if (move !== 'call-without-search') {
+    await say(`Unknown attack "${move}". Try /attack call-without-search.`);
+    return 'done';
+  }
+  const called = await runTool(context, {
+    tool: 'call_tool',
+    args: {
+      tool_name: 'pizza__request_invoice',
+      arguments: { items: [{ sku: 'cheese-slice', qty: 1 }], deliverTo: '12 Main St' },
+    },
+  });
+  await say(
+    called.isError
+      ? `Attack refused by the proxy: ${called.text}`
+      : 'The call went through: this session had already discovered that tool with a search.',
+  );
+  return 'done';
+}

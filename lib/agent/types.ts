@@ -1,0 +1,96 @@
+/**
+ * The chat's contract (SPEC §8): what the web app renders and sends. Agent turns run server-side,
+ * detached from any HTTP request; the page renders the session's event stream, so a reload
+ * loses nothing.
+ */
+
+/** One thing that happened in a chat session, in order. `id` increases per session (SSE `id:`). */
+export type ChatEvent = { readonly id: number; readonly at: string } & ChatEventBody;
+
+/** The event kinds the chat page renders. */
+export type ChatEventBody =
+  | { readonly type: 'user-message'; readonly text: string }
+  /** Streamed assistant text; consecutive deltas of one message share `messageId`. */
+  | { readonly type: 'assistant-text'; readonly messageId: string; readonly delta: string }
+  | { readonly type: 'tool-call'; readonly callId: string; readonly tool: string; readonly summary: string }
+  | {
+      readonly type: 'tool-result';
+      readonly callId: string;
+      readonly tool: string;
+      readonly isError: boolean;
+      /** One line a person can read ("the shop signed an invoice for $15.00"). */
+      readonly summary: string;
+    }
+  /** A merchant-signed invoice arrived: the terms decoded from the signed bytes. */
+  | {
+      readonly type: 'order';
+      readonly invoiceId: string;
+      readonly merchantName: string;
+      readonly merchantDid: string;
+      readonly items: ReadonlyArray<{ readonly name: string; readonly qty: number; readonly unitPriceCents: number }>;
+      readonly totalCents: number;
+      readonly deliverTo: string;
+      readonly expiresAt: string;
+    }
+  /** Where an approval stands; sent on every change. */
+  | {
+      readonly type: 'approval';
+      readonly approvalId: string;
+      readonly invoiceId: string;
+      readonly status: 'pending' | 'approved' | 'declined' | 'expired' | 'settled' | 'fulfilled';
+      readonly requiredRoles: readonly ('child' | 'parent')[];
+      readonly approvedRoles: readonly ('child' | 'parent')[];
+      readonly approveUrls: Readonly<Partial<Record<'child' | 'parent', string>>>;
+      readonly reason?: string;
+    }
+  | {
+      readonly type: 'receipt';
+      readonly invoiceId: string;
+      readonly paymentRef: string;
+      readonly amountCents: number;
+      readonly etaMinutes?: number;
+    }
+  /** The proxy asks the human for a missing field (MCP form elicitation). */
+  | {
+      readonly type: 'elicitation';
+      readonly elicitationId: string;
+      readonly message: string;
+      readonly fields: ReadonlyArray<{ readonly name: string; readonly title: string; readonly required: boolean }>;
+    }
+  | {
+      readonly type: 'elicitation-closed';
+      readonly elicitationId: string;
+      readonly action: 'accept' | 'decline' | 'cancel';
+    }
+  | { readonly type: 'turn-started' }
+  | { readonly type: 'turn-ended'; readonly reason: 'done' | 'error' | 'rounds-exhausted' }
+  | { readonly type: 'error'; readonly message: string };
+
+/** Which agent drives the chat. */
+export type PlannerInfo = { readonly kind: 'claude'; readonly model: string } | { readonly kind: 'offline' };
+
+/** The chat service the app's route handlers call (one per server process). */
+export interface ChatService {
+  readonly planner: PlannerInfo;
+  /** A new chat session with its own MCP session on the embedded proxy (its own discovery gate). */
+  createSession(): Promise<{ readonly sessionId: string }>;
+  /** Whether the session exists (a cookie may name a session of an earlier process or a forged one). */
+  hasSession(sessionId: string): Promise<boolean>;
+  /** Appends the user's message and starts a server-side turn; returns at once. One turn at a time per session. */
+  send(sessionId: string, text: string): Promise<{ readonly accepted: boolean; readonly reason?: string }>;
+  /** Events after `afterId` (0 = all), then live ones until `signal` aborts. */
+  events(
+    sessionId: string,
+    options: { readonly afterId: number; readonly signal: AbortSignal },
+  ): AsyncIterable<ChatEvent>;
+  /** Answers a pending elicitation form of this session. */
+  answerElicitation(
+    sessionId: string,
+    answer: {
+      readonly elicitationId: string;
+      readonly action: 'accept' | 'decline' | 'cancel';
+      readonly content?: Readonly<Record<string, string>>;
+    },
+  ): Promise<{ readonly accepted: boolean; readonly reason?: string }>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,145 @@
+import {
+  createIdentityHandlers,
+  type DidDocument,
+  type IdentityHandlers,
+  type IssuedEnrollmentCode,
+} from '../../identity/index';
+import type { ChatService, PlannerInfo } from '../agent/types';
+import { type HouseholdEnv, readHouseholdEnv } from '../env';
+import { type HouseholdRuntime, startHouseholdRuntime } from '../runtime';
+import { createAppChatService } from './chat-wiring';
+import { createMcpEndpoint, type McpEndpoint } from './mcp-endpoint';
+
+/** Everything the app's route handlers reach: one per server process. */
+export interface HouseholdApp {
+  /** The one origin state-changing requests may come from (`EXTENSIBLE_MCP_ORIGIN`). */
+  readonly origin: string;
+  /** Whether cookies are `Secure` (the origin is https). */
+  readonly secureCookies: boolean;
+  readonly chat: ChatService;
+  readonly identity: IdentityHandlers;
+  readonly mcp: McpEndpoint;
+  /** The household admin's DID document, served at `/.well-known/did.json`. */
+  readonly adminDidDocument: DidDocument;
+  close(): Promise<void>;
+}
+
+/** What {@link createHouseholdApp} composes. */
+export interface CreateHouseholdAppOptions {
+  readonly runtime: HouseholdRuntime;
+  readonly env: HouseholdEnv;
+  readonly chat: ChatService;
+  /** `/mcp`'s bearer token; absent → `/mcp` is a 404. */
+  readonly httpToken?: string;
+}
+
+/** Composes the app's surfaces over a started household runtime (tests pass their own runtime and chat). */
+export function createHouseholdApp(options: CreateHouseholdAppOptions): HouseholdApp {
+  const { runtime, env, chat } = options;
+  const mcp = createMcpEndpoint({
+    gateway: runtime.gateway,
+    origin: env.origin,
+    ...(options.httpToken === undefined ? {} : { token: options.httpToken }),
+  });
+  return {
+    origin: env.origin,
+    secureCookies: env.origin.startsWith('https:'),
+    chat,
+    identity: createIdentityHandlers({
+      passkeys: runtime.identity.passkeys,
+      origin: env.origin,
+      onUnexpectedError: (error) => console.error('identity route fault', error),
+    }),
+    mcp,
+    adminDidDocument: runtime.identity.household.adminDocument,
+    async close() {
+      await mcp.close();
+      await chat.close();
+      await runtime.close();
+    },
+  };
+}
+
+/**
+ * Starts the household as the app process runs it: the environment, the composed runtime (the shop
+ * as a stdio child unless `PIZZA_URL`), the chat agent, and a banner on the terminal with the URLs,
+ * the agent and this start's enrollment codes (the terminal is the only place codes go).
+ */
+export async function startHouseholdApp(
+  options: { readonly print?: (line: string) => void } = {},
+): Promise<HouseholdApp> {
+  const print = options.print ?? ((line: string) => console.log(line));
+  const env = readHouseholdEnv();
+  const runtime = await startHouseholdRuntime({
+    env,
+    logger: { info: () => undefined, error: (message, error) => console.error(message, error ?? '') },
+  });
+  try {
+    const chat = createAppChatService(runtime, env);
+    const app = createHouseholdApp({
+      runtime,
+      env,
+      chat,
+      ...(env.httpToken === undefined ? {} : { httpToken: env.httpToken }),
+    });
+    for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
+      print(line);
+    }
+    return app;
+  } catch (error) {
+    await runtime.close();
+    throw error;
+  }
+}
+
+/** The start banner: where to go, which agent runs, and the enrollment codes of roles not enrolled yet. */
+export function bannerLines(options: {
+  readonly origin: string;
+  readonly planner: PlannerInfo;
+  readonly codes: readonly IssuedEnrollmentCode[];
+}): string[] {
+  const { origin } = options;
+  return [
+    '',
+    `Order Pizza is running at ${origin}`,
+    `  Chat:          ${origin}/`,
+    `  Child window:  ${origin}/approve?as=child`,
+    `  Parent window: ${origin}/approve?as=parent`,
+    `  Agent:         ${plannerLabel(options.planner)}`,
+    ...options.codes.map(({ role, code }) => `  Enrollment code for ${role}: ${code}`),
+    ...(options.codes.length === 0
+      ? ['  Both roles have a passkey (new codes: npm run household -- rotate-codes).']
+      : []),
+    '',
+  ];
+}
+
+/** Which agent drives the chat, in the words the header uses. */
+export function plannerLabel(planner: PlannerInfo): string {
+  return planner.kind === 'claude' ? `Claude (model ${planner.model})` : 'Offline planner — no API key needed';
+}
+
+// One app per server process. The slot lives on globalThis so that dev-mode module reloads
+// (which re-evaluate this file) find the running household instead of starting a second one.
+const slotKey = Symbol.for('extensible-mcp.household-app');
+type Slot = { [slotKey]?: Promise<HouseholdApp> };
+const slot = globalThis as Slot;
+
+/** The process's household app, started on first use; a failed start is retried by the next caller. */
+export function getHouseholdApp(): Promise<HouseholdApp> {
+  let app = slot[slotKey];
+  if (app === undefined) {
+    app = startHouseholdApp();
+    slot[slotKey] = app;
+    app.catch(() => {
+      if (slot[slotKey] === app) delete slot[slotKey];
+    });
+  }
+  return app;
+}
+
+/** Installs `app` as the process's household app (tests, or a host that composes its own); `undefined` clears it. */
+export function setHouseholdApp(app: HouseholdApp | undefined): void {
+  if (app === undefined) delete slot[slotKey];
+  else slot[slotKey] = Promise.resolve(app);
+}

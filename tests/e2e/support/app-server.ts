@@ -1,0 +1,90 @@
+/**
+ * The production build of the app, started the way `npm run demo` starts it: `next start` from the
+ * repository root on a free port, on a fresh data folder, with no API key (the offline planner).
+ * The server prints the enrollment codes at start; the specs read them from its output.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root: `next start` runs here, as the demo does. */
+export const root = fileURLToPath(new URL('../../..', import.meta.url));
+
+/** A running app. */
+export interface AppServer {
+  /** `http://localhost:<port>`: WebAuthn refuses IP addresses as RP ids. */
+  readonly origin: string;
+  readonly dataDir: string;
+  /** The enrollment codes the server printed at start, by role. */
+  readonly codes: Readonly<Partial<Record<'child' | 'parent', string>>>;
+  /** Everything the server printed, for leak scans and failure messages. */
+  output(): string;
+  close(): Promise<void>;
+}
+
+/** A free loopback port. */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Starts the built app; resolves once it printed both codes and answers HTTP. */
+export async function startAppServer(environment: Record<string, string> = {}): Promise<AppServer> {
+  const port = await freePort();
+  const origin = `http://localhost:${port}`;
+  const dataDir = mkdtempSync(join(tmpdir(), 'e2e-household-'));
+  let output = '';
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['node_modules/next/dist/bin/next', 'start', '-p', String(port)],
+    {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        NODE_ENV: 'production',
+        EXTENSIBLE_MCP_DATA: dataDir,
+        EXTENSIBLE_MCP_ORIGIN: origin,
+        ...environment,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const codes: Partial<Record<'child' | 'parent', string>> = {};
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      for (const match of output.matchAll(
+        /Enrollment code for (child|parent): ((?:child|parent)-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4})/g,
+      )) {
+        const [, role, code] = match;
+        if (role && code) codes[role as 'child' | 'parent'] = code;
+      }
+      if (codes.child && codes.parent && /ready|started server|Local:/i.test(output)) resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the app exited (${code}) before it was ready:\n${output}`)));
+  });
+  return {
+    origin,
+    dataDir,
+    codes,
+    output: () => output,
+    async close() {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
