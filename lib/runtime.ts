@@ -141,7 +141,20 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       localTools: approvalTools(identity.approvals),
       // By reference first (the policy sees stored evidence), then a form for a missing required
       // field such as the delivery address; credential fields are never asked for.
-      extraCallFilters: [evidenceByReference({ store: store.identity }), elicitationFilter()],
+      extraCallFilters: [
+        evidenceByReference({ store: store.identity }),
+        elicitationFilter({
+          tools: {
+            pizza__request_invoice: {
+              required: [],
+              elicit: {
+                message: 'Where should the order be delivered? The shop signs this address into the invoice.',
+                fields: { deliverTo: { title: 'Delivery address', description: 'Street and number, e.g. 12 Main St' } },
+              },
+            },
+          },
+        }),
+      ],
       governance: {
         resolve: createRouteResolver({
           routes: [{ name: 'payments', admission: 'in-process', bundle: 'family-spend' }],
