@@ -23,6 +23,11 @@ export interface HouseholdEnv {
   readonly anthropicApiKey?: string;
   /** `ANTHROPIC_MODEL`: which Claude model; absent → the agent's default. */
   readonly anthropicModel?: string;
+  /**
+   * `EXTENSIBLE_MCP_TEST_CLOCK_FILE`, for browser tests only: a file holding milliseconds to add
+   * to the household's clock, read at every tick, so a spec can move past an invoice's expiry.
+   */
+  readonly testClockFile?: string;
 }
 
 const Env = z.object({
@@ -61,6 +66,7 @@ const Env = z.object({
   ),
   ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
   ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().max(200).optional()),
+  EXTENSIBLE_MCP_TEST_CLOCK_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
 });
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
@@ -91,5 +97,6 @@ export function readHouseholdEnv(
     ...optional('httpToken', parsed.data.EXTENSIBLE_MCP_HTTP_TOKEN),
     ...optional('anthropicApiKey', parsed.data.ANTHROPIC_API_KEY),
     ...optional('anthropicModel', parsed.data.ANTHROPIC_MODEL),
+    ...optional('testClockFile', parsed.data.EXTENSIBLE_MCP_TEST_CLOCK_FILE),
   };
 }

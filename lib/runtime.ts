@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import {
   approvalTools,
@@ -78,7 +79,7 @@ const familySpendDirectory = resolve('policies/family-spend');
  */
 export async function startHouseholdRuntime(options: RuntimeOptions): Promise<HouseholdRuntime> {
   const { env } = options;
-  const clock = options.clock ?? (() => new Date());
+  const clock = options.clock ?? householdClock(env);
   const logger = options.logger ?? { info: () => undefined, error: () => undefined };
   const events = createEventBus({ onInvalid: (error) => logger.error('event dropped', error) });
   if (options.onEvent) events.subscribe(options.onEvent);
@@ -191,6 +192,24 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     identity.close();
     throw error;
   }
+}
+
+/**
+ * The household's clock: the system clock, moved by the offset in `EXTENSIBLE_MCP_TEST_CLOCK_FILE`
+ * when a browser test sets one (a missing or unreadable file is no offset).
+ */
+function householdClock(env: HouseholdEnv): () => Date {
+  const file = env.testClockFile;
+  if (file === undefined) return () => new Date();
+  return () => {
+    let offset = 0;
+    try {
+      offset = Number.parseInt(readFileSync(file, 'utf8'), 10) || 0;
+    } catch {
+      // No file yet: the clock is the system's.
+    }
+    return new Date(Date.now() + offset);
+  };
 }
 
 /** The shop as the operator configured it: over HTTP at `PIZZA_URL`, else a stdio child told the settlement DID. */

@@ -224,6 +224,7 @@ export function ChatApp() {
     <div className="flex h-screen flex-col">
       <SiteHeader subtitle="Chat">
         <p className="rounded-full bg-slate-100 px-3 py-1 text-sm text-slate-700">Agent: {planner ?? 'starting…'}</p>
+        <SearchModeBadge />
       </SiteHeader>
       <main className="mx-auto flex w-full max-w-3xl flex-1 flex-col overflow-hidden px-4">
         <h1 className="sr-only">Order Pizza chat</h1>
@@ -295,5 +296,43 @@ export function ChatApp() {
         </form>
       </main>
     </div>
+  );
+}
+
+const searchModeWords: Record<string, { short: string; long: string }> = {
+  loading: { short: 'Search: warming up', long: 'Keyword search until the embedding model is ready' },
+  lexical: { short: 'Search: keywords', long: 'Keyword search: the embedding model is not loaded' },
+  hybrid: { short: 'Search: hybrid', long: 'Hybrid search: keywords and meaning' },
+};
+
+/** Says how tool search ranks, and follows it while the embedding model loads (every wait has a visible reason). */
+function SearchModeBadge() {
+  const [mode, setMode] = useState<string>();
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = async () => {
+      const response = await fetch('/api/health').catch(() => undefined);
+      const body = response?.ok ? ((await response.json()) as { searchMode?: string }) : undefined;
+      if (stopped) return;
+      if (body?.searchMode) setMode(body.searchMode);
+      if (body?.searchMode !== 'hybrid' && body?.searchMode !== 'lexical') timer = setTimeout(() => void poll(), 2000);
+    };
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+  if (mode === undefined) return null;
+  return (
+    <p
+      role="status"
+      title={searchModeWords[mode]?.long}
+      className="hidden rounded-full bg-slate-100 px-3 py-1 text-sm text-slate-700 lg:block"
+    >
+      {searchModeWords[mode]?.short ?? mode}
+      <span className="sr-only"> — {searchModeWords[mode]?.long}</span>
+    </p>
   );
 }

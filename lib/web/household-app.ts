@@ -1,9 +1,11 @@
+import { resolve } from 'node:path';
 import {
   createIdentityHandlers,
   type DidDocument,
   type IdentityHandlers,
   type IssuedEnrollmentCode,
 } from '../../identity/index';
+import type { SearchMode } from '../../proxy/index';
 import type { ChatService, PlannerInfo } from '../agent/types';
 import { type HouseholdEnv, readHouseholdEnv } from '../env';
 import { type HouseholdRuntime, startHouseholdRuntime } from '../runtime';
@@ -21,6 +23,8 @@ export interface HouseholdApp {
   readonly mcp: McpEndpoint;
   /** The household admin's DID document, served at `/.well-known/did.json`. */
   readonly adminDidDocument: DidDocument;
+  /** How tool search ranks right now: keyword search while the embedding model loads. */
+  searchMode(): SearchMode;
   close(): Promise<void>;
 }
 
@@ -52,6 +56,7 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
     }),
     mcp,
     adminDidDocument: runtime.identity.household.adminDocument,
+    searchMode: () => runtime.gateway.searchMode,
     async close() {
       await mcp.close();
       await chat.close();
@@ -72,6 +77,8 @@ export async function startHouseholdApp(
   const env = readHouseholdEnv();
   const runtime = await startHouseholdRuntime({
     env,
+    // The staged model, found from the repository root the app runs in (never fetched by the app).
+    embeddings: { modelDir: resolve('.models'), allowRemote: false },
     logger: { info: () => undefined, error: (message, error) => console.error(message, error ?? '') },
   });
   try {
@@ -84,6 +91,9 @@ export async function startHouseholdApp(
     });
     for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
       print(line);
+    }
+    if (env.testClockFile !== undefined) {
+      print('  WARNING: EXTENSIBLE_MCP_TEST_CLOCK_FILE moves the household clock: for browser tests only.');
     }
     return app;
   } catch (error) {

@@ -93,6 +93,7 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
     origin,
     secureCookies: false,
     chat,
+    searchMode: () => 'loading',
     identity: {
       registrationOptions: unused,
       registrationVerify: unused,

@@ -32,7 +32,7 @@ describe('GET /api/health', () => {
     setHouseholdApp(createFakeApp(createFakeChat()));
     const response = await health(request('/api/health', { method: 'GET' }));
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: 'ok' });
+    expect(await response.json()).toEqual({ status: 'ok', searchMode: 'loading' });
   });
 
   it('is a 503 in words when the household did not start', async () => {

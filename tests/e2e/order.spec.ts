@@ -56,6 +56,14 @@ describe('the Order Pizza flow in Chromium', () => {
     }
   });
 
+  it('the chat says how tool search ranks (keyword search while the model warms up)', async () => {
+    await chat
+      .getByRole('status')
+      .filter({ hasText: /search/i })
+      .first()
+      .waitFor();
+  });
+
   it('a cheese slice to 12 Main St: the child approves and the order completes with an ETA', async () => {
     await order('a cheese slice to 12 Main St');
     await chat
@@ -65,6 +73,7 @@ describe('the Order Pizza flow in Chromium', () => {
     await screenshot(chat, 'chat-mid-order');
     await child.getByRole('button', { name: 'Approve with passkey' }).waitFor();
     await screenshot(child, 'child-window-pending');
+    expect(await seriousViolations(child)).toEqual([]);
     await approve(child);
     await chat
       .getByRole('article', { name: 'Receipt' })
