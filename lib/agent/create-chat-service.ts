@@ -22,6 +22,12 @@ export interface ChatServiceOptions {
   readonly store?: ChatStore;
   /** Bound on model ↔ tool rounds per turn (default 12). */
   readonly maxToolRounds?: number;
+  /**
+   * Most chat sessions holding an open MCP session in this process (default 256). Beyond it the
+   * least recently used idle one is closed (no turn running, no form waiting); its log stays in the
+   * store and it reopens on its next use with a fresh discovery gate, as after a restart.
+   */
+  readonly maxLiveSessions?: number;
   readonly clock?: () => Date;
   /** Where unexpected faults of a background turn are reported (the chat shows a short message). */
   readonly onError?: (error: unknown) => void;
@@ -66,6 +72,8 @@ export function createChatService(options: ChatServiceOptions): ChatService {
           ...(options.anthropic?.baseURL === undefined ? {} : { baseURL: options.anthropic.baseURL }),
         });
   const planner: PlannerInfo = claude === undefined ? { kind: 'offline' } : { kind: 'claude', model };
+  const maxLiveSessions = options.maxLiveSessions ?? 256;
+  // Insertion order is recency: every use moves a session to the end, so the first idle one is the least recent.
   const live = new Map<string, Promise<LiveSession>>();
   let closed = false;
 
@@ -73,7 +81,11 @@ export function createChatService(options: ChatServiceOptions): ChatService {
 
   function open(sessionId: string): Promise<LiveSession> {
     const existing = live.get(sessionId);
-    if (existing) return existing;
+    if (existing) {
+      live.delete(sessionId);
+      live.set(sessionId, existing);
+      return existing;
+    }
     const forms = new Map<string, PendingForm>();
     const opening = openMcpSession(runtime.gateway, {
       name: `chat-${sessionId}`,
@@ -94,7 +106,22 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     );
     live.set(sessionId, opening);
     opening.catch(() => live.delete(sessionId));
+    void evictIdle(sessionId).catch((error: unknown) => options.onError?.(error));
     return opening;
+  }
+
+  /** Closes the least recently used idle sessions' MCP sessions while more than the cap are open. */
+  async function evictIdle(keep: string): Promise<void> {
+    for (const [sessionId, opening] of live) {
+      if (live.size <= maxLiveSessions) return;
+      if (sessionId === keep) continue;
+      const session = await opening.catch(() => undefined);
+      // A turn running or a form waiting for its human is never cut off.
+      if (session === undefined || session.turn !== undefined || session.forms.size > 0) continue;
+      if (live.get(sessionId) !== opening) continue;
+      live.delete(sessionId);
+      await session.state.mcp.close();
+    }
   }
 
   /** The session's elicitation handler: shows the proxy's form in the chat and waits for the answer. */

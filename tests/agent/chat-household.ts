@@ -21,7 +21,7 @@ export interface ChatHousehold {
 
 /** Starts the household and a chat service (offline unless `anthropic` is given). */
 export async function startChatHousehold(
-  options: Pick<ChatServiceOptions, 'anthropic' | 'store' | 'maxToolRounds'> = {},
+  options: Pick<ChatServiceOptions, 'anthropic' | 'store' | 'maxToolRounds' | 'maxLiveSessions'> = {},
 ): Promise<ChatHousehold> {
   const household = await startTestHousehold();
   const chat = createChatService({ runtime: household.runtime, ...options });
