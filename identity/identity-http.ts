@@ -339,9 +339,25 @@ function optionalRole(request: Request): Role | undefined {
 
 /** Reads at most {@link maxIdentityBodyBytes} of the body, refusing more before it is all read. */
 async function readBody(request: Request): Promise<string> {
-  const tooLarge = () => new BodyTooLarge(`request body larger than ${maxIdentityBodyBytes} bytes`);
-  if (Number(request.headers.get('content-length') ?? 0) > maxIdentityBodyBytes) throw tooLarge();
-  if (request.body === null) return '';
+  const body = await readCappedBody(request, maxIdentityBodyBytes);
+  if (body.ok) return body.text;
+  if (body.reason === 'too-large') throw new BodyTooLarge(body.message);
+  throw new IdentityError('bad-request', body.message);
+}
+
+/** What {@link readCappedBody} read: the text, or why not. */
+export type CappedBody =
+  | { readonly ok: true; readonly text: string }
+  | { readonly ok: false; readonly reason: 'too-large' | 'not-utf8'; readonly message: string };
+
+/**
+ * A request body as UTF-8 text, at most `maxBytes`, refusing more as soon as it is seen (a
+ * declared Content-Length first, then while streaming) so an oversized body is never buffered.
+ */
+export async function readCappedBody(request: Request, maxBytes: number): Promise<CappedBody> {
+  const tooLarge = { ok: false, reason: 'too-large', message: `request body larger than ${maxBytes} bytes` } as const;
+  if (Number(request.headers.get('content-length') ?? 0) > maxBytes) return tooLarge;
+  if (request.body === null) return { ok: true, text: '' };
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -349,16 +365,16 @@ async function readBody(request: Request): Promise<string> {
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
-    if (size > maxIdentityBodyBytes) {
+    if (size > maxBytes) {
       await reader.cancel();
-      throw tooLarge();
+      return tooLarge;
     }
     chunks.push(value);
   }
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
+    return { ok: true, text: new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)) };
   } catch {
-    throw new IdentityError('bad-request', 'the body is not UTF-8');
+    return { ok: false, reason: 'not-utf8', message: 'the body is not UTF-8' };
   }
 }
 

@@ -52,11 +52,13 @@ export {
 } from './household';
 export { IdentityError, type IdentityErrorCode, identityErrorCodes } from './identity-error';
 export {
+  type CappedBody,
   type CreateIdentityHandlersOptions,
   createIdentityHandlers,
   type IdentityHandler,
   type IdentityHandlers,
   maxIdentityBodyBytes,
+  readCappedBody,
   sessionCookieName,
 } from './identity-http';
 export {

@@ -1,7 +1,8 @@
 'use client';
 
 import type { ApprovalEvent, OrderEvent, ReceiptEvent } from './chat-model';
-import { formatCountdown, formatMoney, possessive, shortDid } from './format';
+import { formatCountdown, formatMoney, possessive } from './format';
+import { SignedTerms } from './signed-terms';
 import { useNow } from './use-now';
 
 const roles = ['child', 'parent'] as const;
@@ -37,53 +38,13 @@ export function OrderCard({
       aria-label={`Order from ${order.merchantName}`}
       className="rounded-xl border border-slate-200 bg-white p-4 shadow-sm"
     >
-      <header className="flex flex-wrap items-baseline justify-between gap-2">
-        <h3 className="font-semibold">Order from {order.merchantName}</h3>
-        <p className="text-sm text-emerald-800">
-          signed by {order.merchantName}{' '}
-          <span title={order.merchantDid} className="font-mono">
-            ({shortDid(order.merchantDid)})
-          </span>{' '}
-          ✓
-        </p>
-      </header>
-      <table className="mt-3 w-full text-sm">
-        <caption className="sr-only">Items on the signed invoice</caption>
-        <thead className="text-left text-slate-600">
-          <tr>
-            <th scope="col" className="py-1 font-medium">
-              Item
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Qty
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Each
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Amount
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {order.items.map((item) => (
-            <tr key={`${item.name}-${item.qty}-${item.unitPriceCents}`} className="border-t border-slate-100">
-              <td className="py-1">{item.name}</td>
-              <td className="py-1 text-right tabular-nums">{item.qty}</td>
-              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents)}</td>
-              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents * item.qty)}</td>
-            </tr>
-          ))}
-        </tbody>
-        <tfoot>
-          <tr className="border-t border-slate-300 font-semibold">
-            <th scope="row" colSpan={3} className="py-1 text-left">
-              Total
-            </th>
-            <td className="py-1 text-right tabular-nums">{formatMoney(order.totalCents)}</td>
-          </tr>
-        </tfoot>
-      </table>
+      <SignedTerms
+        title={<h3 className="font-semibold">Order from {order.merchantName}</h3>}
+        merchantName={order.merchantName}
+        merchantDid={order.merchantDid}
+        items={order.items}
+        totalCents={order.totalCents}
+      />
       <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-sm">
         <dt className="text-slate-600">Deliver to</dt>
         <dd>{order.deliverTo}</dd>

@@ -1,6 +1,7 @@
 'use client';
 
-import { formatCountdown, formatMoney, shortDid } from './format';
+import { formatCountdown, formatMoney } from './format';
+import { SignedTerms } from './signed-terms';
 import { useNow } from './use-now';
 
 type Role = 'child' | 'parent';
@@ -57,55 +58,17 @@ export function PendingApprovalCard({
       aria-label={`Order from ${terms.merchantName} for ${formatMoney(terms.totalCents)}`}
       className={`rounded-xl border bg-white p-4 shadow-sm ${actionable ? 'border-sky-300' : 'border-slate-200'}`}
     >
-      <header className="flex flex-wrap items-baseline justify-between gap-2">
-        <h3 className="text-lg font-semibold">
-          {terms.merchantName} — {formatMoney(terms.totalCents)}
-        </h3>
-        <p className="text-sm text-emerald-800">
-          signed by {terms.merchantName}{' '}
-          <span title={terms.merchantId} className="font-mono">
-            ({shortDid(terms.merchantId)})
-          </span>{' '}
-          ✓
-        </p>
-      </header>
-      <table className="mt-3 w-full text-sm">
-        <caption className="sr-only">Items on the signed invoice</caption>
-        <thead className="text-left text-slate-600">
-          <tr>
-            <th scope="col" className="py-1 font-medium">
-              Item
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Qty
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Each
-            </th>
-            <th scope="col" className="py-1 text-right font-medium">
-              Amount
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {terms.items.map((item) => (
-            <tr key={`${item.name}-${item.qty}-${item.unitPriceCents}`} className="border-t border-slate-100">
-              <td className="py-1">{item.name}</td>
-              <td className="py-1 text-right tabular-nums">{item.qty}</td>
-              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents)}</td>
-              <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents * item.qty)}</td>
-            </tr>
-          ))}
-        </tbody>
-        <tfoot>
-          <tr className="border-t border-slate-300 font-semibold">
-            <th scope="row" colSpan={3} className="py-1 text-left">
-              Total
-            </th>
-            <td className="py-1 text-right tabular-nums">{formatMoney(terms.totalCents)}</td>
-          </tr>
-        </tfoot>
-      </table>
+      <SignedTerms
+        title={
+          <h3 className="text-lg font-semibold">
+            {terms.merchantName} — {formatMoney(terms.totalCents)}
+          </h3>
+        }
+        merchantName={terms.merchantName}
+        merchantDid={terms.merchantId}
+        items={terms.items}
+        totalCents={terms.totalCents}
+      />
       <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-sm">
         <dt className="text-slate-600">Deliver to</dt>
         <dd className="font-medium">{terms.deliverTo}</dd>

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { readCappedBody } from '../../identity/index';
 
 /** Statuses the app's own route handlers answer refusals with. */
 export const appHttpStatuses = [400, 401, 403, 404, 409, 413, 503] as const;
@@ -75,27 +76,9 @@ export async function readJsonBody<Schema extends z.ZodType>(
 
 /** The body as UTF-8 text, at most `maxBytes`, refusing more as soon as it is seen. */
 async function readBodyText(request: Request, maxBytes: number): Promise<string> {
-  const tooLarge = () => new AppHttpError(413, `request body larger than ${maxBytes} bytes`);
-  if (Number(request.headers.get('content-length') ?? 0) > maxBytes) throw tooLarge();
-  if (request.body === null) return '';
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-  } catch {
-    throw new AppHttpError(400, 'the body is not UTF-8');
-  }
+  const body = await readCappedBody(request, maxBytes);
+  if (body.ok) return body.text;
+  throw new AppHttpError(body.reason === 'too-large' ? 413 : 400, body.message);
 }
 
 /** The app's one parser of untrusted JSON text: a plain object, or `undefined` for anything else. */
