@@ -11,6 +11,9 @@ const nextConfig: NextConfig = {
   // The app's own type-check scope: Next's global types (a required NODE_ENV) would break the
   // tests' child-process environments, so the root tsconfig never loads them.
   typescript: { tsconfigPath: 'tsconfig.next.json' },
+  // Server code keeps its function names: the live log and the proxy's events name each filter by
+  // its function (`accessControl`, `discoveryGate`), which minification would rename.
+  experimental: { serverMinification: false },
   serverExternalPackages: [
     'better-sqlite3',
     'onnxruntime-node',

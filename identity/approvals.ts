@@ -182,7 +182,7 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     const now = clock().getTime();
     const reason = 'the invoice expired before every approval was given; ask the shop for a new invoice';
     if (await store.transition(approvalId, { from: ['pending'], to: 'expired', now, patch: { reason } })) {
-      emit({ kind: 'approval-expired', approvalId });
+      emit({ kind: 'approval-expired', approvalId, invoiceId: record.invoiceId });
       notify(approvalId);
     }
     return store.get(approvalId);
@@ -336,7 +336,7 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
       const updated = (await store.get(approvalId)) ?? record;
       const complete = updated.requiredRoles.every((required) => updated.approvals[required] !== undefined);
       if (complete) await store.transition(approvalId, { from: ['pending'], to: 'approved', now: now.getTime() });
-      emit({ kind: 'approval-approved', approvalId, role, complete });
+      emit({ kind: 'approval-approved', approvalId, invoiceId: record.invoiceId, role, complete });
       notify(approvalId);
       return { ok: true, record: (await store.get(approvalId)) ?? updated };
     },
@@ -356,12 +356,14 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
       ) {
         return refuse(`the request is ${record.status}, not pending`);
       }
-      emit({ kind: 'approval-declined', approvalId, role });
+      emit({ kind: 'approval-declined', approvalId, invoiceId: record.invoiceId, role });
       notify(approvalId);
       return { ok: true, record: (await store.get(approvalId)) ?? record };
     },
 
     async settle({ approvalId, receipt }) {
+      const before = await store.get(approvalId);
+      if (before === undefined) return { ok: false, reason: `there is no approval request ${approvalId}` };
       if (
         !(await store.transition(approvalId, {
           from: ['approved'],
@@ -372,7 +374,7 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
       ) {
         return { ok: false, reason: 'only an approved request can be settled' };
       }
-      emit({ kind: 'approval-settled', approvalId });
+      emit({ kind: 'approval-settled', approvalId, invoiceId: before.invoiceId });
       notify(approvalId);
       const record = await store.get(approvalId);
       return record ? { ok: true, record } : { ok: false, reason: `there is no approval request ${approvalId}` };
@@ -406,7 +408,7 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
         patch: { commitment },
       });
       if (!done) return refuse('the order was already recorded as fulfilled');
-      emit({ kind: 'approval-fulfilled', approvalId: record.approvalId });
+      emit({ kind: 'approval-fulfilled', approvalId: record.approvalId, invoiceId: record.invoiceId });
       notify(record.approvalId);
       return { ok: true, record: (await store.get(record.approvalId)) ?? record };
     },

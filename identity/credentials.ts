@@ -12,6 +12,11 @@ export const lifetimeSeconds = {
   FulfilmentCommitment: 24 * 60 * 60,
   FamilyMembership: 365 * 24 * 60 * 60,
   PasskeyEnrollment: 365 * 24 * 60 * 60,
+  /**
+   * The admin's signature over the audit chain's head (SPEC §8). Long-lived: it attests history,
+   * and every start, every N rows and every stop signs a newer one.
+   */
+  AuditCheckpoint: 10 * 365 * 24 * 60 * 60,
 } as const;
 
 /** A credential type identity verifies; the second entry of `vc.type`. */
@@ -39,6 +44,14 @@ export interface EnrollmentClaims {
   readonly role: Role;
   readonly credentialId: string;
   readonly publicKeyJwk: Readonly<Record<string, string>>;
+}
+
+/** `AuditCheckpoint` subject fields: the audit chain's head at the moment the checkpoint was requested. */
+export interface AuditCheckpointClaims {
+  /** The last row covered (0: the empty chain). */
+  readonly rowId: number;
+  /** That row's hash (SHA-256, hex); the chain's genesis value for row 0. */
+  readonly hash: string;
 }
 
 /** `OrderApproval` subject fields. */

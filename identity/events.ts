@@ -23,11 +23,19 @@ export type IdentityEvent =
       readonly requiredRoles: readonly Role[];
     }
   | { readonly kind: 'approval-refused'; readonly reason: string }
-  | { readonly kind: 'approval-approved'; readonly approvalId: string; readonly role: Role; readonly complete: boolean }
-  | { readonly kind: 'approval-declined'; readonly approvalId: string; readonly role: Role }
-  | { readonly kind: 'approval-expired'; readonly approvalId: string }
-  | { readonly kind: 'approval-settled'; readonly approvalId: string }
-  | { readonly kind: 'approval-fulfilled'; readonly approvalId: string };
+  | {
+      readonly kind: 'approval-approved';
+      readonly approvalId: string;
+      readonly invoiceId: string;
+      readonly role: Role;
+      readonly complete: boolean;
+    }
+  | { readonly kind: 'approval-declined'; readonly approvalId: string; readonly invoiceId: string; readonly role: Role }
+  | {
+      readonly kind: 'approval-expired' | 'approval-settled' | 'approval-fulfilled';
+      readonly approvalId: string;
+      readonly invoiceId: string;
+    };
 
 /** Receives identity's events; the host validates them against its one event schema and fans them out. */
 export type IdentityEventSink = (event: IdentityEvent) => void;

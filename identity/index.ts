@@ -20,6 +20,7 @@ export {
   type WaitOutcome,
 } from './approvals';
 export {
+  type AuditCheckpointClaims,
   type CredentialType,
   clockSkewSeconds,
   type EnrollmentClaims,

@@ -44,6 +44,7 @@ const subjectRequired: ReadonlySet<CredentialType> = new Set([
   'FamilyMembership',
   'PasskeyEnrollment',
   'OrderApproval',
+  'AuditCheckpoint',
 ]);
 
 /** The household's keys: the admin's `did:web` only from the pinned key, any `did:key` from itself. */

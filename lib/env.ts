@@ -28,6 +28,12 @@ export interface HouseholdEnv {
    * to the household's clock, read at every tick, so a spec can move past an invoice's expiry.
    */
   readonly testClockFile?: string;
+  /**
+   * `EXTENSIBLE_MCP_SETTLEMENT_DID_FILE`: where the household writes its *public* settlement DID at
+   * every start, for a shop in another container to read (SPEC §8: in docker, a small volume the
+   * shop mounts read-only). Absent → nothing is written.
+   */
+  readonly settlementDidFile?: string;
 }
 
 const Env = z.object({
@@ -67,6 +73,7 @@ const Env = z.object({
   ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
   ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().max(200).optional()),
   EXTENSIBLE_MCP_TEST_CLOCK_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
+  EXTENSIBLE_MCP_SETTLEMENT_DID_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
 });
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
@@ -98,5 +105,8 @@ export function readHouseholdEnv(
     ...optional('anthropicApiKey', parsed.data.ANTHROPIC_API_KEY),
     ...optional('anthropicModel', parsed.data.ANTHROPIC_MODEL),
     ...optional('testClockFile', parsed.data.EXTENSIBLE_MCP_TEST_CLOCK_FILE),
+    ...(parsed.data.EXTENSIBLE_MCP_SETTLEMENT_DID_FILE === undefined
+      ? {}
+      : { settlementDidFile: resolve(parsed.data.EXTENSIBLE_MCP_SETTLEMENT_DID_FILE) }),
   };
 }

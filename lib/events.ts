@@ -142,6 +142,7 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
         source: 'identity',
         kind: event.kind,
         outcome: 'allow',
+        orderId: event.invoiceId,
         approvalId: event.approvalId,
         message: `the ${event.role} approved with a passkey${event.complete ? '; every approval is in' : ''}`,
         data: { role: event.role, complete: event.complete },
@@ -151,6 +152,7 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
         source: 'identity',
         kind: event.kind,
         outcome: 'deny',
+        orderId: event.invoiceId,
         approvalId: event.approvalId,
         message: `the ${event.role} declined`,
         data: { role: event.role },
@@ -162,8 +164,15 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
         source: 'identity',
         kind: event.kind,
         outcome: event.kind === 'approval-expired' ? 'deny' : 'ok',
+        orderId: event.invoiceId,
         approvalId: event.approvalId,
-        message: `approval ${event.kind.slice('approval-'.length)}`,
+        message: settledWords[event.kind],
       };
   }
 }
+
+const settledWords = {
+  'approval-expired': 'the invoice expired before every approval was given: nothing can be charged for it',
+  'approval-settled': 'paid: the approval is settled by the payment receipt',
+  'approval-fulfilled': "the shop's signed delivery commitment is recorded: the order's evidence chain is complete",
+} as const;

@@ -4,6 +4,7 @@
  */
 
 export { defaultClaudeModel } from './agent/agent-loop';
+export type { AttackMoveName } from './agent/attacks';
 export { ChatError, type ChatErrorCode } from './agent/chat-error';
 export { type ChatStore, chatMigrations, createMemoryChatStore, createSqliteChatStore } from './agent/chat-store';
 export { type ChatServiceOptions, createChatService } from './agent/create-chat-service';
@@ -13,6 +14,30 @@ export type {
   ChatService,
   PlannerInfo,
 } from './agent/types';
+export {
+  type AuditCheckpoint,
+  type AuditCheckpoints,
+  type AuditCheckpointsOptions,
+  auditCheckpointsFileName,
+  createAuditCheckpoints,
+  defaultCheckpointEvery,
+} from './audit/audit-checkpoints';
+export {
+  type AuditEntry,
+  type AuditFilter,
+  type AuditHead,
+  type AuditListener,
+  type AuditLog,
+  type AuditQuery,
+  createSqliteAuditLog,
+} from './audit/audit-log';
+export { runAuditVerify } from './audit/run-audit-verify';
+export {
+  type AuditChainVerdict,
+  type VerifiedCheckpoint,
+  type VerifyAuditChainOptions,
+  verifyAuditChain,
+} from './audit/verify-audit-chain';
 export { type HouseholdEnv, readHouseholdEnv } from './env';
 export { runHouseholdCli } from './household-cli';
 export {
@@ -45,4 +70,22 @@ export {
   startHouseholdApp,
 } from './web/household-app';
 export { AppHttpError, checkOrigin, jsonResponse, readJsonBody } from './web/http';
+export {
+  type LogEntry,
+  LogFilter,
+  type LogSource,
+  liveLogStream,
+  logFilterOf,
+  logResumePoint,
+  matchesLogFilter,
+} from './web/live-log';
 export { createMcpEndpoint, type McpEndpoint, type McpEndpointOptions } from './web/mcp-endpoint';
+export {
+  type AuditLink,
+  createOrderAudit,
+  type LinkCheck,
+  type OrderAudit,
+  type OrderAuditOptions,
+  type OrderAuditView,
+  type OrderSummary,
+} from './web/order-audit';

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import {
   approvalTools,
   type DidDocument,
@@ -22,13 +23,23 @@ import {
   policyFilter,
   singleUseFilter,
 } from '../proxy/index';
+import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
+import type { AuditLog } from './audit/audit-log';
 import type { HouseholdEnv } from './env';
-import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent, type HouseholdEventSink } from './events';
+import {
+  createEventBus,
+  type EventBus,
+  fromIdentityEvent,
+  fromProxyEvent,
+  type HouseholdEvent,
+  type HouseholdEventSink,
+} from './events';
 import { evidenceByReference } from './payments/evidence-by-reference';
 import { familySpendLookups } from './payments/family-spend-lookups';
 import { createMockRail } from './payments/mock-rail';
 import { createPaymentsServer, settlementResult } from './payments/payments-server';
 import type { PaymentRail } from './payments/rail';
+import { recordDecisions } from './payments/recorded-decisions';
 import { createSettlement, type Settlement } from './payments/settlement';
 import { createStripeRail } from './payments/stripe-rail';
 import { type StartedIdentity, startIdentity } from './start-identity';
@@ -49,8 +60,12 @@ export interface RuntimeOptions {
   readonly callTimeoutMs?: number;
   /** Longest wait for the payment rail's answer before the payment is in doubt (settlement's default otherwise). */
   readonly railTimeoutMs?: number;
+  /** Waits between tries to reach a `PIZZA_URL` shop that was not up at start (default 1 s, doubling to 10 s). */
+  readonly shopRetryMs?: { readonly first: number; readonly max: number };
   /** Subscribed before anything starts, so it sees the start's own events too. */
   readonly onEvent?: HouseholdEventSink;
+  /** Rows between two signed audit checkpoints (the checkpointer's default otherwise). */
+  readonly auditCheckpointEvery?: number;
 }
 
 /** The household side, composed and started. */
@@ -60,8 +75,10 @@ export interface HouseholdRuntime {
   readonly settlement: Settlement;
   readonly events: EventBus;
   readonly rail: PaymentRail;
-  /** The merchant pinned for the `pizza` server, when the shop answered at start. */
-  readonly merchant?: { readonly did: string; readonly name: string };
+  /** Every event of the bus, hash-chained on disk (SPEC §8): the live log and audit pages read it. */
+  readonly audit: AuditLog;
+  /** The merchant pinned for the `pizza` server, once the shop answered (at start, or later over `PIZZA_URL`). */
+  readonly merchant?: { readonly did: string; readonly name: string } | undefined;
   close(): Promise<void>;
 }
 
@@ -82,13 +99,35 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   const clock = options.clock ?? householdClock(env);
   const logger = options.logger ?? { info: () => undefined, error: () => undefined };
   const events = createEventBus({ onInvalid: (error) => logger.error('event dropped', error) });
+  // The audit log is subscribed first, so an event is on disk before any other listener (the live
+  // log) sees it. Until the store is open (identity opens it), the start's own events wait here.
+  const early: HouseholdEvent[] = [];
+  let audit: AuditLog | undefined;
+  events.subscribe((event) => {
+    if (audit === undefined) early.push(event);
+    else audit.append(event);
+  });
   if (options.onEvent) events.subscribe(options.onEvent);
   const identity = await startIdentity(env, {
     clock,
     events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
   });
   let gateway: Gateway | undefined;
+  let checkpoints: AuditCheckpoints | undefined;
   try {
+    audit = identity.store.audit;
+    for (const event of early.splice(0)) audit.append(event);
+    // The admin signs the chain's head now, every N rows, and at close (SPEC §8); on the system
+    // clock, not the household's test clock, as the events' own times are.
+    checkpoints = createAuditCheckpoints({
+      audit,
+      household: identity.household,
+      path: join(env.dataDir, auditCheckpointsFileName),
+      ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),
+      onError: (error) => logger.error('audit checkpoint failed', error),
+    });
+    void checkpoints.checkpoint();
+    if (env.settlementDidFile !== undefined) await publishSettlementDid(env.settlementDidFile, identity);
     const { household } = identity;
     const store = identity.store;
     const rail =
@@ -110,29 +149,34 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     const builtins = createHostBuiltins({ webauthn: { rpId: env.rpId } });
     const bundle = await loadBundle({ directory: familySpendDirectory, builtins, engine: env.policyEngine });
     const now = () => clock().getTime();
-    const governed = singleUseFilter({
-      inner: policyFilter({
-        bundle,
-        config: {
-          household: { adminDid: household.adminDid, adminJwk: household.adminJwk },
-          webauthn: { rpId: env.rpId, origin: env.origin },
+    const recorded = recordDecisions({ events, policyTitle: bundle.guidance.title });
+    const governed = recorded.singleUse(
+      singleUseFilter({
+        inner: recorded.policy(
+          policyFilter({
+            bundle,
+            config: {
+              household: { adminDid: household.adminDid, adminJwk: household.adminJwk },
+              webauthn: { rpId: env.rpId, origin: env.origin },
+            },
+            resolvers: familySpendLookups({ household, store: store.identity }),
+            now,
+          }),
+        ),
+        store: store.evidence,
+        evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
+        spend: 'on-success',
+        // A payment in doubt is settled from the rail by its idempotency key (the invoice jti).
+        resolveInDoubt: async (request) => {
+          const outcome = await settlement.resolve(String(request.arguments.invoiceId));
+          if (outcome.status === 'succeeded') return { status: 'completed', result: settlementResult(outcome) };
+          if (outcome.status === 'unknown') return { status: 'unknown', reason: outcome.reason };
+          return { status: 'failed', reason: outcome.reason };
         },
-        resolvers: familySpendLookups({ household, store: store.identity }),
         now,
+        onError: (error) => logger.error('single-use evidence store', error),
       }),
-      store: store.evidence,
-      evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
-      spend: 'on-success',
-      // A payment in doubt is settled from the rail by its idempotency key (the invoice jti).
-      resolveInDoubt: async (request) => {
-        const outcome = await settlement.resolve(String(request.arguments.invoiceId));
-        if (outcome.status === 'succeeded') return { status: 'completed', result: settlementResult(outcome) };
-        if (outcome.status === 'unknown') return { status: 'unknown', reason: outcome.reason };
-        return { status: 'failed', reason: outcome.reason };
-      },
-      now,
-      onError: (error) => logger.error('single-use evidence store', error),
-    });
+    );
 
     gateway = createGateway({
       servers: {
@@ -173,22 +217,44 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
 
     // A crash between the rail and the receipt left payments in doubt: settle them from the rail now.
     await settlement.resolveAll();
-    const merchant = started.connected.includes('pizza') ? await pinMerchant(gateway, identity, events) : undefined;
+    let merchant = started.connected.includes('pizza') ? await pinMerchant(gateway, identity, events) : undefined;
     const running = gateway;
+    const signing = checkpoints;
+    // In docker the shop starts only once this household is healthy (SPEC §8): a `PIZZA_URL` shop
+    // that was not up yet is connected, and its merchant pinned, as soon as it answers.
+    const retry =
+      options.shop === undefined && env.pizzaUrl !== undefined && !started.connected.includes('pizza')
+        ? connectShopLater({
+            gateway: running,
+            spec: { kind: 'http', url: env.pizzaUrl },
+            delays: options.shopRetryMs ?? { first: 1000, max: 10_000 },
+            onConnected: async () => {
+              merchant = await pinMerchant(running, identity, events);
+            },
+            logger,
+          })
+        : undefined;
     return {
       gateway: running,
       identity,
       settlement,
       events,
       rail,
-      ...(merchant === undefined ? {} : { merchant }),
+      audit,
+      get merchant() {
+        return merchant;
+      },
       async close() {
+        await retry?.stop();
         await running.close();
+        // After the gateway's last events, so the shutdown checkpoint covers them.
+        await signing.close();
         identity.close();
       },
     };
   } catch (error) {
     await gateway?.close();
+    await checkpoints?.close();
     identity.close();
     throw error;
   }
@@ -209,6 +275,64 @@ function householdClock(env: HouseholdEnv): () => Date {
       // No file yet: the clock is the system's.
     }
     return new Date(Date.now() + offset);
+  };
+}
+
+/**
+ * Writes the settlement service's public DID to `file` (atomically: a reader never sees half of
+ * it), so a shop in another container can trust this household's receipts (SPEC §8). Only the
+ * public `did:key` is written; the key stays sealed in the data folder.
+ */
+async function publishSettlementDid(file: string, identity: StartedIdentity): Promise<void> {
+  await mkdir(dirname(file), { recursive: true });
+  const partial = `${file}.${process.pid}.partial`;
+  await writeFile(partial, `${identity.household.settlementDid}\n`, { mode: 0o644 });
+  await rename(partial, file);
+}
+
+/**
+ * Tries `gateway.admit('pizza', spec)` until it connects, waiting `delays.first` then doubling up
+ * to `delays.max` between tries, then runs `onConnected` (pinning the merchant) once. Operator
+ * code only: the model's `load_mcp_server` has nothing to do with it. `stop` ends the tries and
+ * waits for one in flight.
+ */
+function connectShopLater(options: {
+  readonly gateway: Gateway;
+  readonly spec: DownstreamSpec;
+  readonly delays: { readonly first: number; readonly max: number };
+  readonly onConnected: () => Promise<void>;
+  readonly logger: ProxyLogger;
+}): { stop(): Promise<void> } {
+  let stopped = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let inFlight: Promise<void> = Promise.resolve();
+  const attempt = async (delay: number): Promise<void> => {
+    if (stopped) return;
+    try {
+      await options.gateway.admit('pizza', options.spec);
+    } catch {
+      if (stopped) return;
+      timer = setTimeout(() => {
+        inFlight = attempt(Math.min(delay * 2, options.delays.max));
+      }, delay);
+      return;
+    }
+    if (stopped) return;
+    try {
+      await options.onConnected();
+    } catch (error) {
+      options.logger.error('pinning the merchant after the shop came up failed', error);
+    }
+  };
+  timer = setTimeout(() => {
+    inFlight = attempt(options.delays.first);
+  }, options.delays.first);
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await inFlight;
+    },
   };
 }
 

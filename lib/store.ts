@@ -5,6 +5,8 @@ import { IdentityError, type IdentityStore } from '../identity/index';
 import { createSqliteEvidenceStore, type EvidenceStore, evidenceStoreMigrations } from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
 import { applyMigrations, type Migration } from './apply-migrations';
+import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
+import { auditMigrations } from './audit/audit-migrations';
 import { identityMigrations } from './identity-migrations';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
@@ -20,6 +22,7 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   evidence: evidenceStoreMigrations,
   'mock-rail': mockRailMigrations,
   chat: chatMigrations,
+  audit: auditMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -43,6 +46,8 @@ export interface HouseholdStore {
   readonly mockRail: MockRailStore;
   /** Chat sessions and their event logs (SPEC §8: a reload loses nothing). */
   readonly chat: ChatStore;
+  /** The append-only, hash-chained audit log of every household event (SPEC §8). */
+  readonly audit: AuditLog;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -73,6 +78,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       evidence: createSqliteEvidenceStore(opened, { capacity: evidenceCapacity }),
       mockRail: createSqliteMockRailStore(opened),
       chat: createSqliteChatStore(opened),
+      audit: createSqliteAuditLog(opened),
       close: () => {
         opened.close();
       },

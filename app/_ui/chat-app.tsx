@@ -11,6 +11,7 @@ import {
   useState,
 } from 'react';
 import type { ChatEvent } from '@/lib/index';
+import { AttackConsole, AttackResult } from './attack-console';
 import {
   applyChatEvent,
   type ChatItem,
@@ -201,6 +202,8 @@ export function ChatApp() {
             }
           />
         );
+      case 'attack':
+        return <AttackResult key={item.key} attack={item.attack} />;
       case 'notice':
         return (
           <p
@@ -293,6 +296,10 @@ export function ChatApp() {
               Send
             </button>
           </div>
+          <AttackConsole
+            disabled={sending || connection !== 'live' || view.busy}
+            onRun={(move) => void send(`/attack ${move}`)}
+          />
         </form>
       </main>
     </div>

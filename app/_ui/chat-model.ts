@@ -5,6 +5,7 @@ export type OrderEvent = EventOf<'order'>;
 export type ApprovalEvent = EventOf<'approval'>;
 export type ReceiptEvent = EventOf<'receipt'>;
 export type ElicitationEvent = EventOf<'elicitation'>;
+export type AttackEvent = EventOf<'attack'>;
 
 /** One block of the conversation as the page draws it. */
 export type ChatItem =
@@ -32,7 +33,8 @@ export type ChatItem =
       readonly form: ElicitationEvent;
       readonly closed?: 'accept' | 'decline' | 'cancel';
     }
-  | { readonly kind: 'notice'; readonly key: string; readonly tone: 'error' | 'info'; readonly text: string };
+  | { readonly kind: 'notice'; readonly key: string; readonly tone: 'error' | 'info'; readonly text: string }
+  | { readonly kind: 'attack'; readonly key: string; readonly attack: AttackEvent };
 
 /** The conversation so far, folded from the session's events. */
 export interface ChatView {
@@ -133,6 +135,8 @@ export function applyChatEvent(view: ChatView, event: ChatEvent): ChatView {
             : item,
         ),
       };
+    case 'attack':
+      return { ...next, items: [...items, { kind: 'attack', key, attack: event }] };
     case 'turn-started':
       return { ...next, busy: true };
     case 'turn-ended':

@@ -18,3 +18,15 @@ export function formatCountdown(milliseconds: number): string {
 export function possessive(role: 'child' | 'parent'): string {
   return `${role}'s`;
 }
+
+/** A time as people say it relative to `now` ("just now", "2 minutes ago", "3 hours ago"). */
+export function relativeTime(at: number, now: number): string {
+  const seconds = Math.round((now - at) / 1000);
+  if (seconds < 45) return 'just now';
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} ${minutes === 1 ? 'minute' : 'minutes'} ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 48) return `${hours} ${hours === 1 ? 'hour' : 'hours'} ago`;
+  const days = Math.round(hours / 24);
+  return `${days} days ago`;
+}

@@ -4,6 +4,7 @@ import type { MessageParam } from '@anthropic-ai/sdk/resources/messages/messages
 import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import type { HouseholdRuntime } from '../runtime';
 import { defaultClaudeModel, defaultMaxToolRounds, runClaudeTurn } from './agent-loop';
+import { runAttack } from './attacks';
 import { ChatError } from './chat-error';
 import { createChatLog } from './chat-log';
 import { type ChatStore, createMemoryChatStore } from './chat-store';
@@ -178,10 +179,12 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     };
     let end: TurnEnd = 'error';
     try {
-      // Attack-console moves are scripted, whichever planner is active: they go straight to the proxy.
+      // Attack-console moves are scripted, whichever planner is active: each runs in a fresh MCP session on the proxy.
+      const attack = (move: string) =>
+        runAttack(context, move, { gateway: runtime.gateway, approvals: runtime.identity.store.identity.approvals });
       end =
-        claude === undefined || text.startsWith('/attack')
-          ? await runOfflineTurn(context, text)
+        claude === undefined || /^\/attack\b/i.test(text)
+          ? await runOfflineTurn(context, text, { attack })
           : await runClaudeTurn(context, text, { client: claude, model, maxToolRounds, history: session.history });
     } catch (error) {
       if (!signal.aborted) {

@@ -58,6 +58,12 @@ const itemPattern = new RegExp(
   'gi',
 );
 
+/** Options of {@link runOfflineTurn}. */
+export interface OfflineTurnOptions {
+  /** Runs an attack-console move (`/attack <move>`; an empty move lists them), in its own fresh MCP session. */
+  readonly attack?: (move: string) => Promise<TurnEnd>;
+}
+
 /**
  * Reads the demo intents (SPEC §8) deterministically: the menu; slices, small and large pizzas by
  * name with quantities ("twenty large supremes"); a delivery address ("to 12 Main St"); "ask for a
@@ -65,8 +71,9 @@ const itemPattern = new RegExp(
  */
 export function parseIntent(text: string): Intent {
   const trimmed = text.trim();
-  const attack = /^\/attack\s+([a-z-]+)/i.exec(trimmed);
-  if (attack?.[1] !== undefined) return { kind: 'attack', move: attack[1].toLowerCase() };
+  // `/attack` alone lists the console's moves (an empty move name).
+  const attack = /^\/attack(?:$|\s+(\S*))/i.exec(trimmed);
+  if (attack !== null) return { kind: 'attack', move: (attack[1] ?? '').toLowerCase() };
   // The address is what follows "to" when it starts with a house number: "… to 12 Main St".
   const address = /\bto\s+(\d[^,;!?\n]*)/i.exec(trimmed);
   const deliverTo = address?.[1]?.trim().replace(/[.\s]+$/, '') || undefined;
@@ -134,17 +141,25 @@ export function matchMenu(item: SpokenItem, menu: readonly MenuEntry[]): MenuEnt
  * through the proxy's pipelines (discovery gate, elicitation, policy). Refusals are explained in the
  * words the tools returned. Replies are written as 'assistant-text'.
  */
-export async function runOfflineTurn(context: TurnContext, text: string): Promise<TurnEnd> {
+export async function runOfflineTurn(
+  context: TurnContext,
+  text: string,
+  options: OfflineTurnOptions = {},
+): Promise<TurnEnd> {
   const intent = parseIntent(text);
   const say = (message: string) => context.emit({ type: 'assistant-text', messageId: randomUUID(), delta: message });
   switch (intent.kind) {
     case 'help':
       await say(
-        'I can show the menu, order for you ("a cheese slice to 12 Main St", "two small cheese", "a large pepperoni"), ask the shop for a discount, or order again.',
+        'I can show the menu, order for you ("a cheese slice to 12 Main St", "two small cheese", "a large pepperoni"), ask the shop for a discount, or order again. To see how the household refuses hostile moves, type /attack.',
       );
       return 'done';
     case 'attack':
-      return attack(context, intent.move, say);
+      if (options.attack === undefined) {
+        await say('The attack console is not available in this chat.');
+        return 'done';
+      }
+      return options.attack(intent.move);
     case 'menu': {
       const menu = await fetchMenu(context);
       if (!menu.ok) {
@@ -362,25 +377,4 @@ export function decisionMessage(outcome: Exclude<WaitOutcome, { status: 'approve
     case 'pending':
       return `The approval is still waiting for the ${outcome.waitingFor.join(' and the ')}.`;
   }
-}
-
-/** Scripted hostile moves through the real proxy (SPEC §8 attack console); each is refused with a reason. */
-async function attack(context: TurnContext, move: string, say: Say): Promise<TurnEnd> {
-  if (move !== 'call-without-search') {
-    await say(`Unknown attack "${move}". Try /attack call-without-search.`);
-    return 'done';
-  }
-  const called = await runTool(context, {
-    tool: 'call_tool',
-    args: {
-      tool_name: 'pizza__request_invoice',
-      arguments: { items: [{ sku: 'cheese-slice', qty: 1 }], deliverTo: '12 Main St' },
-    },
-  });
-  await say(
-    called.isError
-      ? `Attack refused by the proxy: ${called.text}`
-      : 'The call went through: this session had already discovered that tool with a search.',
-  );
-  return 'done';
 }

@@ -62,6 +62,25 @@ export type ChatEventBody =
       readonly elicitationId: string;
       readonly action: 'accept' | 'decline' | 'cancel';
     }
+  /**
+   * An attack-console move's result (SPEC §8): what it tried, and each refusal in the words of whoever
+   * refused it (the proxy, the policy, the household or the shop). `needs-evidence`: the move needs an
+   * approval only a person can give and the household has none yet (`reason` says what to do first).
+   * `not-refused`: a guarded step went through, a defect shown as such. `incomplete`: it never reached
+   * the step it attacks (e.g. the shop was down).
+   */
+  | {
+      readonly type: 'attack';
+      readonly move: string;
+      readonly attempt: string;
+      readonly outcome: 'refused' | 'needs-evidence' | 'not-refused' | 'incomplete';
+      /** The first refusal, or what went through, or what is needed first. */
+      readonly reason: string;
+      /** Every refusal of the move, in order, with the step (tool) that returned it. */
+      readonly refusals: ReadonlyArray<{ readonly step: string; readonly reason: string }>;
+      /** Whether any payment of the move succeeded (never, unless something is broken). */
+      readonly charged: boolean;
+    }
   | { readonly type: 'turn-started' }
   | { readonly type: 'turn-ended'; readonly reason: 'done' | 'error' | 'rounds-exhausted' }
   | { readonly type: 'error'; readonly message: string };

@@ -1,5 +1,6 @@
-import type { ChatEvent, ChatService } from '../agent/types';
+import type { ChatService } from '../agent/types';
 import { AppHttpError, readCookie } from './http';
+import { eventStreamResponse } from './sse';
 
 /** The chat session cookie: HttpOnly, SameSite=Strict, one per browser. */
 export const chatCookieName = 'emcp-chat';
@@ -9,9 +10,6 @@ export const maxChatBodyBytes = 16 * 1024;
 export const maxChatMessageLength = 4000;
 /** How long a chat cookie lives: a day, like the server-side history it names. */
 const cookieMaxAgeSeconds = 24 * 60 * 60;
-/** A comment line this often keeps proxies and browsers from closing an idle event stream. */
-const keepAliveMs = 15_000;
-
 // What a chat cookie may hold: the service's session ids are opaque, unguessable tokens.
 const sessionIdPattern = /^[A-Za-z0-9_-]{16,200}$/;
 
@@ -51,48 +49,5 @@ export function chatEventStream(
   sessionId: string,
   options: { readonly afterId: number; readonly signal: AbortSignal },
 ): Response {
-  const stop = new AbortController();
-  const onAbort = () => stop.abort();
-  options.signal.addEventListener('abort', onAbort, { once: true });
-  const encoder = new TextEncoder();
-  let keepAlive: ReturnType<typeof setInterval> | undefined;
-  const finish = () => {
-    clearInterval(keepAlive);
-    options.signal.removeEventListener('abort', onAbort);
-    stop.abort();
-  };
-  const body = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      // The browser retries after a second when the connection drops.
-      controller.enqueue(encoder.encode('retry: 1000\n\n'));
-      keepAlive = setInterval(() => controller.enqueue(encoder.encode(': keep-alive\n\n')), keepAliveMs);
-      try {
-        for await (const event of chat.events(sessionId, { afterId: options.afterId, signal: stop.signal })) {
-          if (stop.signal.aborted) break;
-          controller.enqueue(encoder.encode(serverSentEvent(event)));
-        }
-        if (!stop.signal.aborted) controller.close();
-      } catch (error) {
-        if (!stop.signal.aborted) controller.error(error);
-      } finally {
-        finish();
-      }
-    },
-    cancel() {
-      finish();
-    },
-  });
-  return new Response(body, {
-    headers: {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    },
-  });
-}
-
-/** One event in SSE framing: `id:` then the JSON on one `data:` line (JSON never contains a raw newline). */
-export function serverSentEvent(event: ChatEvent): string {
-  return `id: ${event.id}\ndata: ${JSON.stringify(event)}\n\n`;
+  return eventStreamResponse((signal) => chat.events(sessionId, { afterId: options.afterId, signal }), options.signal);
 }

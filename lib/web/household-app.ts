@@ -10,7 +10,9 @@ import type { ChatService, PlannerInfo } from '../agent/types';
 import { type HouseholdEnv, readHouseholdEnv } from '../env';
 import { type HouseholdRuntime, startHouseholdRuntime } from '../runtime';
 import { createAppChatService } from './chat-wiring';
+import type { LogSource } from './live-log';
 import { createMcpEndpoint, type McpEndpoint } from './mcp-endpoint';
+import { createOrderAudit, type OrderAudit } from './order-audit';
 
 /** Everything the app's route handlers reach: one per server process. */
 export interface HouseholdApp {
@@ -25,6 +27,10 @@ export interface HouseholdApp {
   readonly adminDidDocument: DidDocument;
   /** How tool search ranks right now: keyword search while the embedding model loads. */
   searchMode(): SearchMode;
+  /** The audit page's reader: orders and their evidence chains, re-verified on each request. */
+  readonly audit: OrderAudit;
+  /** The live log's source: the hash-chained audit table and the rows this process appends. */
+  readonly log: LogSource;
   close(): Promise<void>;
 }
 
@@ -57,6 +63,12 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
     mcp,
     adminDidDocument: runtime.identity.household.adminDocument,
     searchMode: () => runtime.gateway.searchMode,
+    log: runtime.identity.store.audit,
+    audit: createOrderAudit({
+      store: runtime.identity.store.identity,
+      household: runtime.identity.household,
+      webauthn: { rpId: env.rpId, origin: env.origin },
+    }),
     async close() {
       await mcp.close();
       await chat.close();

@@ -590,10 +590,19 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       const operatorUrl = operatorUrls.get(name);
       const retry = operatorNames.has(name) && operatorUrl !== undefined && request.url === operatorUrl;
       if (operatorNames.has(name) && !retry) {
-        return {
-          loaded: false,
-          reason: `The server name "${name}" belongs to the operator's configuration and cannot be loaded at another address; choose another name.`,
-        };
+        const reason = `The server name "${name}" belongs to the operator's configuration and cannot be loaded at another address; choose another name.`;
+        // Reported like a load filter's refusal: a hijack attempt belongs on the live log.
+        emit({
+          ts: new Date().toISOString(),
+          session: context.session,
+          pipeline: 'load',
+          filter: 'configuredNames',
+          tool: name,
+          decision: 'deny',
+          reason,
+          durationUs: 0,
+        });
+        return { loaded: false, reason };
       }
       if (downstreams.has(name) || admitting.has(name)) {
         return { loaded: false, reason: `A server named "${name}" is already connected; choose another name.` };

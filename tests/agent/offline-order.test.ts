@@ -142,20 +142,20 @@ describe('the offline planner drives a whole order', () => {
 });
 
 describe('chat sessions', () => {
-  it('have separate MCP sessions: what A discovered, B cannot call without its own search', async () => {
+  it('an attack move gets a fresh MCP session: even after A discovered the tool, calling it unsearched is refused (as in B)', async () => {
     const a = await h.session();
     const b = await h.session();
     // A searches for and gets a signed invoice (refused later, at the approval: no waiting).
     await a.turn('twenty large supremes to 12 Main St');
-    const fromA = await a.turn('/attack call-without-search');
-    expect(fromA.find((event) => event.type === 'tool-result')).toMatchObject({
-      tool: 'pizza__request_invoice',
-      isError: false,
-    });
-    const fromB = await b.turn('/attack call-without-search');
-    const refused = fromB.find((event) => event.type === 'tool-result');
-    expect(refused).toMatchObject({ tool: 'pizza__request_invoice', isError: true });
-    expect(b.text(fromB)).toMatch(/has not been discovered in this session/);
+    for (const chat of [a, b]) {
+      const events = await chat.turn('/attack call-without-search');
+      const refused = events.find((event) => event.type === 'tool-result');
+      expect(refused).toMatchObject({ tool: 'pizza__request_invoice', isError: true });
+      expect(events.find((event) => event.type === 'attack')).toMatchObject({
+        outcome: 'refused',
+        reason: expect.stringMatching(/has not been discovered in this session/),
+      });
+    }
   });
 
   it('a reload (a new reader from the last id it saw) gets every later event once, stored then live', async () => {

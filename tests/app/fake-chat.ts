@@ -109,6 +109,9 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
     // No token: the endpoint must answer 404 without touching the gateway.
     mcp: createMcpEndpoint({ gateway: {} as Gateway, origin }),
     adminDidDocument: { '@context': [], id: 'did:web:localhost%3A3000', verificationMethod: [] } as never,
+    // An empty log and no orders: the trust surfaces have their own tests over a real store.
+    log: { after: () => [], head: () => ({ rowId: 0 }), subscribe: () => () => undefined },
+    audit: { listOrders: async () => [], auditOrder: async () => undefined },
     close: async () => undefined,
   };
 }
@@ -144,13 +147,13 @@ export function cookieOf(response: Response): string {
 }
 
 /** Reads SSE frames from a response body until `until` says stop; returns the parsed events with their `id:` lines. */
-export async function readEvents(
+export async function readEvents<Data = ChatEvent>(
   response: Response,
-  until: (events: readonly { id: string; data: ChatEvent }[]) => boolean,
-): Promise<{ id: string; data: ChatEvent }[]> {
+  until: (events: readonly { id: string; data: Data }[]) => boolean,
+): Promise<{ id: string; data: Data }[]> {
   const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
-  const events: { id: string; data: ChatEvent }[] = [];
+  const events: { id: string; data: Data }[] = [];
   let buffer = '';
   try {
     while (!until(events)) {
@@ -163,7 +166,7 @@ export async function readEvents(
         buffer = buffer.slice(end + 2);
         const id = /^id: (.*)$/m.exec(frame)?.[1];
         const data = /^data: (.*)$/m.exec(frame)?.[1];
-        if (id !== undefined && data !== undefined) events.push({ id, data: JSON.parse(data) as ChatEvent });
+        if (id !== undefined && data !== undefined) events.push({ id, data: JSON.parse(data) as Data });
         end = buffer.indexOf('\n\n');
       }
     }

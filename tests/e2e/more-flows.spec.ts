@@ -100,6 +100,8 @@ describe('approval windows, elicitation, decline and sessions in Chromium', () =
 
   it('two chats are two sessions: a tool one discovered cannot be called from the other', async () => {
     await say(otherChat, '/attack call-without-search');
-    await otherChat.getByText(/Attack refused by the proxy: .*has not been discovered in this session/).waitFor();
+    await otherChat
+      .getByText(/Refused: Tool "pizza__request_invoice" has not been discovered in this session/)
+      .waitFor();
   });
 });

@@ -1,0 +1,139 @@
+import { z } from 'zod';
+import { type HouseholdEvent, HouseholdEvent as HouseholdEventSchema } from '../events';
+import { AppHttpError } from './http';
+import { eventStreamResponse } from './sse';
+
+/** One row of the audit table as the live log sends it: the event, its row id and its chain hash. */
+export interface LogEntry {
+  readonly id: number;
+  readonly hash: string;
+  readonly event: HouseholdEvent;
+}
+
+/** What the live log reads: the audit table's rows after an id, and rows as they are appended. */
+export interface LogSource {
+  /** Rows with `id > afterId`, in order, at most `limit`. */
+  after(afterId: number, options: { readonly limit: number }): readonly LogEntry[];
+  /** The last row: its id is 0 when the table is empty. */
+  head(): { readonly rowId: number };
+  /** Called synchronously for each row appended in this process; returns the unsubscribe. */
+  subscribe(listener: (entry: LogEntry) => void): () => void;
+}
+
+/** What a viewer may narrow the log to; every field optional and exact. */
+export const LogFilter = z.strictObject({
+  session: z.string().min(1).max(200).optional(),
+  order: z.string().min(1).max(200).optional(),
+  kind: HouseholdEventSchema.shape.kind.optional(),
+  outcome: HouseholdEventSchema.shape.outcome.optional(),
+});
+
+/** A parsed live-log filter. */
+export type LogFilter = z.infer<typeof LogFilter>;
+
+/** Rows a first connection replays before going live; a reconnect replays everything it missed. */
+export const logBacklogRows = 500;
+/** Rows read from the table per page while catching up. */
+const pageRows = 500;
+/** Live rows held for one slow viewer; beyond it the stream ends and the browser resumes from the table. */
+const maxQueuedRows = 10_000;
+
+/** The filter from `?session=&order=&kind=&outcome=` (blank means "any"); bad values are a 400 in words. */
+export function logFilterOf(request: Request): LogFilter {
+  const query = new URL(request.url).searchParams;
+  const raw = Object.fromEntries(
+    ['session', 'order', 'kind', 'outcome'].flatMap((name) => {
+      const value = query.get(name)?.trim();
+      return value ? [[name, value]] : [];
+    }),
+  );
+  const parsed = LogFilter.safeParse(raw);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((issue) => issue.path.join('.')).join(', ');
+    throw new AppHttpError(400, `invalid log filter: ${fields}`);
+  }
+  return parsed.data;
+}
+
+/** Whether an event passes the filter. */
+export function matchesLogFilter(event: HouseholdEvent, filter: LogFilter): boolean {
+  return (
+    (filter.session === undefined || event.session === filter.session) &&
+    (filter.order === undefined || event.orderId === filter.order) &&
+    (filter.kind === undefined || event.kind === filter.kind) &&
+    (filter.outcome === undefined || event.outcome === filter.outcome)
+  );
+}
+
+/** Where a log stream starts: after `Last-Event-ID` (a reconnect), else the last {@link logBacklogRows} rows. */
+export function logResumePoint(request: Request, log: LogSource): number {
+  const raw = request.headers.get('last-event-id');
+  if (raw === null) return Math.max(0, log.head().rowId - logBacklogRows);
+  if (!/^\d{1,15}$/.test(raw.trim())) throw new AppHttpError(400, 'Last-Event-ID must be a non-negative event id');
+  return Number(raw.trim());
+}
+
+/**
+ * The live log as Server-Sent Events (SPEC §8): the rows after `afterId` that pass the filter, then
+ * every new one. The subscription starts before the table is read, and a row is sent only if its id
+ * is above the last one sent, so a row appended while catching up is neither lost nor sent twice.
+ */
+export function liveLogStream(
+  log: LogSource,
+  options: { readonly afterId: number; readonly filter: LogFilter; readonly signal: AbortSignal },
+): Response {
+  return eventStreamResponse(
+    (signal) => logEntries(log, { afterId: options.afterId, filter: options.filter, signal }),
+    options.signal,
+  );
+}
+
+async function* logEntries(
+  log: LogSource,
+  options: { readonly afterId: number; readonly filter: LogFilter; readonly signal: AbortSignal },
+): AsyncGenerator<{ readonly id: number; readonly hash: string } & HouseholdEvent> {
+  const { filter, signal } = options;
+  const queued: LogEntry[] = [];
+  let overflowed = false;
+  let wake: (() => void) | undefined;
+  const unsubscribe = log.subscribe((entry) => {
+    if (queued.length >= maxQueuedRows) overflowed = true;
+    else queued.push(entry);
+    wake?.();
+  });
+  const onAbort = () => wake?.();
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    let last = options.afterId;
+    // 1. Catch up from the table, page by page.
+    for (;;) {
+      const page = log.after(last, { limit: pageRows });
+      for (const entry of page) {
+        last = entry.id;
+        if (matchesLogFilter(entry.event, filter)) yield view(entry);
+      }
+      if (page.length < pageRows || signal.aborted) break;
+    }
+    // 2. Live: rows appended since the subscription, skipping any the catch-up already sent.
+    while (!signal.aborted && !overflowed) {
+      const entry = queued.shift();
+      if (entry === undefined) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = undefined;
+        continue;
+      }
+      if (entry.id <= last) continue;
+      last = entry.id;
+      if (matchesLogFilter(entry.event, filter)) yield view(entry);
+    }
+  } finally {
+    unsubscribe();
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+function view(entry: LogEntry) {
+  return { id: entry.id, hash: entry.hash, ...entry.event };
+}

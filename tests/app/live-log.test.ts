@@ -1,0 +1,110 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GET as stream } from '../../app/api/log/stream/route';
+import type { HouseholdEvent } from '../../lib/events';
+import { type HouseholdStore, openHouseholdStore, setHouseholdApp } from '../../lib/index';
+import { createFakeApp, createFakeChat, readEvents, request } from './fake-chat';
+
+// The live log (SPEC §8) over a real audit table: backlog, live rows, filters, and a reconnect
+// that resumes after `Last-Event-ID` with nothing lost and nothing twice.
+type Row = HouseholdEvent & { id: number; hash: string };
+
+let folder: string;
+let store: HouseholdStore;
+beforeEach(async () => {
+  folder = await mkdtemp(join(tmpdir(), 'live-log-'));
+  store = openHouseholdStore({ path: join(folder, 'household.sqlite') });
+  setHouseholdApp({ ...createFakeApp(createFakeChat()), log: store.audit });
+});
+afterEach(async () => {
+  setHouseholdApp(undefined);
+  store.close();
+  await rm(folder, { recursive: true, force: true });
+});
+
+let counter = 0;
+function append(overrides: Partial<HouseholdEvent> = {}) {
+  counter += 1;
+  return store.audit.append({
+    at: new Date().toISOString(),
+    source: 'proxy',
+    kind: 'call-decision',
+    outcome: 'allow',
+    session: 'session-a',
+    message: `event ${counter}`,
+    ...overrides,
+  });
+}
+
+const get = (path: string, headers: Record<string, string> = {}) =>
+  stream(request(path, { method: 'GET', origin: null, headers }));
+
+describe('GET /api/log/stream', () => {
+  it('sends the stored rows, then live ones, each with its row id and hash', async () => {
+    const first = append();
+    append({ outcome: 'deny', message: 'refused' });
+    const response = await get('/api/log/stream');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const reading = readEvents<Row>(response, (seen) => seen.length >= 3);
+    const live = append({ kind: 'receipt-issued', source: 'payments', outcome: 'ok' });
+    const rows = await reading;
+    expect(rows.map(({ id }) => Number(id))).toEqual([first.id, first.id + 1, live.id]);
+    expect(rows[1]?.data).toMatchObject({ id: first.id + 1, outcome: 'deny', message: 'refused' });
+    expect(rows[2]?.data.hash).toBe(live.hash);
+  });
+
+  it('resumes after Last-Event-ID with every row exactly once while rows keep arriving', async () => {
+    for (let index = 0; index < 1200; index += 1) append();
+    // A reconnect after row 3: catching up takes several pages, and a writer keeps appending until
+    // the reader is live, so rows land in pages still to read, in the page being sent, and in the
+    // live queue.
+    const response = await get('/api/log/stream', { 'last-event-id': '3' });
+    let received = 0;
+    let lastId = Number.POSITIVE_INFINITY;
+    const reading = readEvents<Row>(response, (seen) => {
+      received = seen.length;
+      return Number(seen.at(-1)?.id ?? 0) >= lastId;
+    });
+    while (received < 1500) {
+      append();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    lastId = append().id;
+    append();
+    const ids = (await reading).map(({ id }) => Number(id));
+    expect(ids).toEqual(Array.from({ length: lastId - 3 }, (_, index) => index + 4));
+  });
+
+  it('filters by session, order, kind and outcome, live rows included', async () => {
+    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'allow' });
+    append({ session: 'session-b', orderId: 'urn:uuid:2', kind: 'policy-decision', outcome: 'deny' });
+    append({ session: 'session-a', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    const response = await get('/api/log/stream?session=session-b&order=urn:uuid:1&kind=policy-decision&outcome=deny');
+    const reading = readEvents<Row>(response, (seen) => seen.length >= 2);
+    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'evidence-refused', outcome: 'deny' });
+    const match = append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    const rows = await reading;
+    expect(rows.map(({ id }) => Number(id))).toEqual([1, match.id]);
+  });
+
+  it('a first connection starts from the most recent rows, not the whole table', async () => {
+    for (let index = 0; index < 520; index += 1) append();
+    const rows = await readEvents<Row>(await get('/api/log/stream'), (seen) => seen.length >= 500);
+    expect(Number(rows[0]?.id)).toBe(21);
+  });
+
+  it.each([
+    ['a Last-Event-ID that is no row id', '/api/log/stream', { 'last-event-id': 'x' }, 'Last-Event-ID'],
+    ['an unknown outcome', '/api/log/stream?outcome=maybe', {}, 'invalid log filter: outcome'],
+    ['a kind that is no event kind', '/api/log/stream?kind=%3Cscript%3E', {}, 'invalid log filter: kind'],
+    ['an oversized session', `/api/log/stream?session=${'s'.repeat(201)}`, {}, 'invalid log filter: session'],
+  ])('refuses %s with a 400 in words', async (_name, path, headers, message) => {
+    const response = await get(path, headers);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: string }).error).toContain(message);
+  });
+});
