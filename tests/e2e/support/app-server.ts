@@ -26,7 +26,7 @@ export interface AppServer {
 }
 
 /** A free loopback port. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -37,28 +37,38 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** How the app is started: by default `next start` as `npm run demo` does; the deploy spec uses `deploy/steps.sh`. */
+export interface AppLaunch {
+  readonly command: string;
+  readonly args: (port: number) => string[];
+}
+
+const nextStart: AppLaunch = {
+  command: process.execPath,
+  args: (port) => ['node_modules/next/dist/bin/next', 'start', '-p', String(port)],
+};
+
 /** Starts the built app; resolves once it printed both codes and answers HTTP. */
-export async function startAppServer(environment: Record<string, string> = {}): Promise<AppServer> {
+export async function startAppServer(
+  environment: Record<string, string> = {},
+  launch: AppLaunch = nextStart,
+): Promise<AppServer> {
   const port = await freePort();
   const origin = `http://localhost:${port}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'e2e-household-'));
   let output = '';
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['node_modules/next/dist/bin/next', 'start', '-p', String(port)],
-    {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        NODE_ENV: 'production',
-        EXTENSIBLE_MCP_DATA: dataDir,
-        EXTENSIBLE_MCP_ORIGIN: origin,
-        ...environment,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const child: ChildProcess = spawn(launch.command, launch.args(port), {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      NODE_ENV: 'production',
+      EXTENSIBLE_MCP_DATA: dataDir,
+      EXTENSIBLE_MCP_ORIGIN: origin,
+      ...environment,
     },
-  );
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const codes: Partial<Record<'child' | 'parent', string>> = {};
   await new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
