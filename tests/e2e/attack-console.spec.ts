@@ -140,7 +140,9 @@ describe('the attack console in Chromium', () => {
       encoding: 'utf8',
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', EXTENSIBLE_MCP_ORIGIN: app.origin },
     });
-    expect(verify.stdout, verify.stderr).toMatch(/^audit chain verified: \d+ rows, checkpoint at row \d+ signed by did:web:/m);
+    expect(verify.stdout, verify.stderr).toMatch(
+      /^audit chain verified: \d+ rows, checkpoint at row \d+ signed by did:web:/m,
+    );
     expect(verify.status).toBe(0);
   });
 });
