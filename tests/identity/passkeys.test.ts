@@ -596,7 +596,12 @@ describe('approval', () => {
       ok: false,
       reason: 'this request is declined, not pending',
     });
-    expect(h.events).toContainEqual({ kind: 'approval-declined', approvalId: big.approvalId, role: 'parent' });
+    expect(h.events).toContainEqual({
+      kind: 'approval-declined',
+      approvalId: big.approvalId,
+      invoiceId: big.invoiceId,
+      role: 'parent',
+    });
   });
 
   it('no event carries a code, a session token or a challenge', async () => {

@@ -45,7 +45,7 @@ export interface IdentityHarness {
   /** Registers a passkey for the role through the real ceremony; returns its authenticator and session. */
   enrol(role: Role): Promise<{ authenticator: SoftwareAuthenticator; session: SignedInSession; record: SessionRecord }>;
   /** A merchant-signed invoice for `totalCents`, turned into a pending approval request. */
-  requestApproval(totalCents: number): Promise<{ approvalId: string; invoiceHash: string }>;
+  requestApproval(totalCents: number): Promise<{ approvalId: string; invoiceId: string; invoiceHash: string }>;
   close(): Promise<void>;
 }
 
@@ -130,7 +130,11 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
       const outcome = await approvals.request(jws);
       if (!outcome.ok) throw new Error(`approval request refused: ${outcome.reason}`);
       const record = await householdStore.identity.approvals.get(outcome.approvalId);
-      return { approvalId: outcome.approvalId, invoiceHash: record?.invoiceHash ?? '' };
+      return {
+        approvalId: outcome.approvalId,
+        invoiceId: record?.invoiceId ?? '',
+        invoiceHash: record?.invoiceHash ?? '',
+      };
     },
 
     async close() {
