@@ -109,7 +109,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       return sendJson(response, admission.status, rpcError(admission.message));
     }
     const entry = admission.entry;
-    registerId = (id) => sessions.register(entry, id);
+    registerId = (id) => {
+      sessions.register(entry, id);
+      // An operator sees the household connect (`docker compose logs shop`), and a test can wait on it.
+      log('session-opened', { address });
+    };
     transport.onclose = () => sessions.remove(entry);
     busy(entry);
     await options.createMcpServer().connect(transport);

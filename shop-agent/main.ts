@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -38,6 +40,8 @@ const USAGE = `Usage: npx tsx shop-agent/main.ts [--http [--port 7600] [--host 1
 Environment:
   SHOP_AGENT_DATA            data folder for the key and orders (default ./.data/shop)
   SHOP_SETTLEMENT_DID        did:key of the settlement service whose receipts ship orders
+  SHOP_SETTLEMENT_DID_FILE   a file holding that did:key, written by the household (docker); the
+                             shop waits for it (up to 5 minutes) before it serves
   SHOP_AGENT_NAME            merchant name (default "Main Street Pizza")
   SHOP_AGENT_ALLOWED_HOSTS   extra Host header names accepted in HTTP mode (comma-separated)
   ANTHROPIC_API_KEY          enables the Claude clerk (otherwise a list-price clerk)
@@ -56,12 +60,44 @@ const Env = z.object({
       .refine((did) => jwkFromDidKey(did) !== null, 'must be an Ed25519 did:key (did:key:z6Mk…)')
       .optional(),
   ),
+  SHOP_SETTLEMENT_DID_FILE: z.preprocess(blankToUndefined, z.string().optional()),
   SHOP_AGENT_NAME: z.preprocess(blankToUndefined, z.string().max(100).default('Main Street Pizza')),
   SHOP_AGENT_ALLOWED_HOSTS: z.preprocess(blankToUndefined, z.string().optional()),
   ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
   ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().default(DEFAULT_MODEL)),
   ANTHROPIC_BASE_URL: z.preprocess(blankToUndefined, z.url().optional()),
 });
+
+/** Longest wait for `SHOP_SETTLEMENT_DID_FILE` to appear, and how often it is looked for. */
+const SETTLEMENT_FILE_WAIT_MS = 5 * 60_000;
+const SETTLEMENT_FILE_POLL_MS = 500;
+
+/**
+ * The settlement DID the household published in `file` (SPEC §8, docker: a volume the household
+ * writes and the shop mounts read-only). Waits while the file does not exist yet; a file that
+ * exists but holds anything but an Ed25519 did:key is refused at once (fail closed).
+ */
+async function readSettlementDidFile(file: string): Promise<string> {
+  const deadline = Date.now() + SETTLEMENT_FILE_WAIT_MS;
+  let waiting = false;
+  for (;;) {
+    let text: string | undefined;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+    if (text !== undefined) {
+      const did = text.trim();
+      if (jwkFromDidKey(did) === null) fail(`SHOP_SETTLEMENT_DID_FILE: ${file} does not hold an Ed25519 did:key`);
+      return did;
+    }
+    if (Date.now() > deadline) fail(`SHOP_SETTLEMENT_DID_FILE: ${file} did not appear within 5 minutes`);
+    if (!waiting) log('settlement-waiting', { file });
+    waiting = true;
+    await delay(SETTLEMENT_FILE_POLL_MS);
+  }
+}
 
 const log: ShopLog = (event, fields) => {
   process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), source: 'shop-agent', event, ...fields })}\n`);
@@ -91,6 +127,12 @@ async function main(): Promise<void> {
     fail(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
   }
   const env = parsed.data;
+  if (env.SHOP_SETTLEMENT_DID !== undefined && env.SHOP_SETTLEMENT_DID_FILE !== undefined)
+    fail('set SHOP_SETTLEMENT_DID or SHOP_SETTLEMENT_DID_FILE, not both');
+  const settlementDid =
+    env.SHOP_SETTLEMENT_DID_FILE === undefined
+      ? env.SHOP_SETTLEMENT_DID
+      : await readSettlementDidFile(env.SHOP_SETTLEMENT_DID_FILE);
 
   const key = await loadOrCreateMerchantKey(env.SHOP_AGENT_DATA);
   const orders = openOrderStore(join(env.SHOP_AGENT_DATA, 'orders.sqlite'));
@@ -112,16 +154,16 @@ async function main(): Promise<void> {
     orders,
     clerk,
     merchantName: env.SHOP_AGENT_NAME,
-    settlementDid: env.SHOP_SETTLEMENT_DID,
+    settlementDid,
     log,
   });
   const createMcpServer = () => createShopServer({ shop, log });
   const common = {
     did: key.did,
     clerk: env.ANTHROPIC_API_KEY === undefined ? 'deterministic' : 'anthropic',
-    settlementDid: env.SHOP_SETTLEMENT_DID ?? null,
+    settlementDid: settlementDid ?? null,
   };
-  if (env.SHOP_SETTLEMENT_DID === undefined)
+  if (settlementDid === undefined)
     log('settlement-missing', { message: 'SHOP_SETTLEMENT_DID is not set: every fulfil will be refused' });
 
   if (args.http === true) {

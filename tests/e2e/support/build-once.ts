@@ -1,9 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { root } from './app-server';
 
-/** Vitest global setup: one production build (`next build`) for every e2e spec. */
+/**
+ * Vitest global setup: one production build for every e2e spec, made by the deploy's own build
+ * step (`deploy/steps.sh build`, the command the app's Dockerfile runs), so the deploy spec tests
+ * the images' build without a second `next build`.
+ */
 export default function setup(): void {
-  const build = spawnSync(process.execPath, ['node_modules/next/dist/bin/next', 'build'], {
+  const build = spawnSync('bash', ['deploy/steps.sh', 'build'], {
     cwd: root,
     stdio: 'inherit',
   });

