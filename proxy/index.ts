@@ -46,6 +46,7 @@ export type {
   PipelineName,
   Principal,
   ProxyEvent,
+  RelayRequest,
   ResponseFilter,
   ResponseVerdict,
   SearchFilter,

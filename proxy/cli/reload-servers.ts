@@ -1,7 +1,7 @@
 import { loadConfig } from '../config';
-import { ProxyError } from '../errors';
 import { gatewayOptionsFromConfig } from '../from-config';
-import type { Gateway } from '../gateway/types';
+import { type FilterOptions, gatewayInternals, type Reconfiguration } from '../gateway/create-gateway';
+import type { CallFilter, Gateway } from '../gateway/types';
 
 /** Options of {@link reloadServers}. */
 export interface ReloadServersOptions {
@@ -10,41 +10,73 @@ export interface ReloadServersOptions {
   /** For `$VAR` references in stdio `env` blocks. */
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly log: (line: string) => void;
+  /** Compiles `filters.rego_policy` (the CLI's WASM compiler); absent, a config naming one fails to reload. */
+  readonly compileRego?: (regoPath: string) => Promise<CallFilter>;
 }
 
 /** What a reload did, by server name. */
 export interface ReloadReport {
+  /** Whether the new config is now the running one (false: it did not load, nothing changed). */
+  readonly applied: boolean;
   readonly added: readonly string[];
+  readonly repointed: readonly string[];
+  readonly removed: readonly string[];
   readonly failed: readonly string[];
 }
 
+const unchanged: ReloadReport = { applied: false, added: [], repointed: [], removed: [], failed: [] };
+
 /**
- * Re-reads the config (on SIGHUP, after `add-server`) and admits, in place, every configured
- * server the gateway does not hold yet. A server already admitted is never replaced or re-pointed
- * while running: its new config takes effect at the next start. Filters are not reloaded. A config
- * that no longer validates is logged and changes nothing.
+ * Re-reads the config (on SIGHUP, after `add-server`) and applies all of it in place (SPEC §3.9,
+ * issue 18): new servers are admitted, servers whose command, arguments, environment or URL
+ * changed are re-pointed, removed ones dropped, and the filters (`access_control`,
+ * `similarity_threshold`, `load_control`, `rego_policy`) rebuilt for the next request. A config
+ * that no longer loads or compiles keeps the running one, and the log says why.
  */
 export async function reloadServers(options: ReloadServersOptions): Promise<ReloadReport> {
   const { gateway, log } = options;
-  let servers: ReturnType<typeof gatewayOptionsFromConfig>['servers'];
+  let next: Reconfiguration;
   try {
-    servers = gatewayOptionsFromConfig(loadConfig(options.configPath, options.environment)).servers ?? {};
-  } catch (error) {
-    log(`reload: config not reloaded: ${error instanceof Error ? error.message : String(error)}`);
-    return { added: [], failed: [] };
-  }
-  const added: string[] = [];
-  const failed: string[] = [];
-  for (const [name, spec] of Object.entries(servers)) {
-    try {
-      const report = await gateway.admit(name, spec);
-      log(`reload: server "${name}" added with ${report.tools} tools`);
-      added.push(name);
-    } catch (error) {
-      if (ProxyError.isInstance(error) && error.code === 'already-admitted') continue;
-      log(`reload: server "${name}" failed to start: ${error instanceof Error ? error.message : String(error)}`);
-      failed.push(name);
+    const config = loadConfig(options.configPath, options.environment);
+    const mapped = gatewayOptionsFromConfig(config);
+    const regoPath = config.filters.rego_policy;
+    let regoPolicy: CallFilter | undefined;
+    if (regoPath !== undefined) {
+      if (options.compileRego === undefined) throw new Error('rego_policy cannot be compiled here');
+      regoPolicy = await options.compileRego(regoPath);
     }
+    const filters: FilterOptions = {
+      ...(mapped.similarityThreshold !== undefined && { similarityThreshold: mapped.similarityThreshold }),
+      ...(mapped.accessControl !== undefined && { accessControl: mapped.accessControl }),
+      ...(mapped.loadControl !== undefined && { loadControl: mapped.loadControl }),
+      ...(regoPolicy !== undefined && { regoPolicy }),
+    };
+    next = { ...filters, servers: mapped.servers ?? {} };
+  } catch (error) {
+    log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
+    return unchanged;
   }
-  return { added, failed };
+  let report: Awaited<ReturnType<ReturnType<typeof gatewayInternals>['reconfigure']>>;
+  try {
+    report = await gatewayInternals(gateway).reconfigure(next);
+  } catch (error) {
+    log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
+    return unchanged;
+  }
+  for (const name of report.added) log(`reload: server "${name}" added with ${report.tools[name] ?? 0} tools`);
+  for (const name of report.repointed) {
+    log(`reload: server "${name}" re-pointed, now with ${report.tools[name] ?? 0} tools`);
+  }
+  for (const name of report.removed) log(`reload: server "${name}" removed`);
+  for (const failure of report.failed) log(`reload: server "${failure.name}" failed to start: ${failure.reason}`);
+  log(
+    `reloaded: filters rebuilt; ${report.added.length} added, ${report.repointed.length} re-pointed, ${report.removed.length} removed, ${report.failed.length} failed`,
+  );
+  return {
+    applied: true,
+    added: report.added,
+    repointed: report.repointed,
+    removed: report.removed,
+    failed: report.failed.map((failure) => failure.name),
+  };
 }

@@ -19,7 +19,9 @@ const help = `extensible-mcp: an MCP proxy that enforces security in code, not i
 
 Usage:
   extensible-mcp [--config FILE] [--http [--port N] [--host H]] [options]
-  extensible-mcp --config FILE.yaml      Transparent mode (mcp-elicitation-proxy config)
+  extensible-mcp --config FILE.yaml [--http ...]
+                                       Transparent mode (mcp-elicitation-proxy config;
+                                       see mcp-elicitation-proxy --help)
   extensible-mcp add-server --name N --url U (--token-stdin | --token T) [--config FILE]
 
 Serves three meta-tools (search_tools, call_tool, load_mcp_server) over stdio (default) or
@@ -55,8 +57,18 @@ add-server (add a Streamable HTTP server with a bearer token, without restarting
 Credentials: Streamable HTTP servers get "Authorization: Bearer <token>" from the tokens file
 (name=value lines, # comments, quotes stripped), read fresh on every request, and only when the
 URL is exactly the one configured for that name. A running proxy holds FILE.pid beside its
-config; a second proxy on the same config is refused. SIGHUP makes it re-read the config and
-connect servers it does not have yet.
+config; a second proxy on the same config is refused.
+
+Reload: SIGHUP makes it re-read the config and apply all of it in place: new servers are
+connected, servers whose command, args, env or URL changed are re-pointed (calls in flight
+finish on the old connection), removed servers are dropped, and the filters are rebuilt for the
+next request. A config that no longer loads keeps the running one; the log says why.
+
+Server requests: downstreams are shared, so the proxy declares form elicitation, sampling and
+roots to them. A downstream's request made during a call_tool goes to that call's session; one
+made outside any call (or while calls from several sessions are in flight to it) is refused and
+logged (roots/list: an empty list). A form asking for a secret is declined and never shown.
+A server loaded at runtime (load_mcp_server) is declared none of these: it can ask nobody.
 
 Environment:
   EXTENSIBLE_MCP_CONFIG     Config file when --config is not given.
@@ -150,6 +162,14 @@ function waitForShutdown(stop: () => Promise<void>, closed?: Promise<void>): Pro
   });
 }
 
+/** Compiles `filters.rego_policy` into its call filter (at start and on every reload). */
+function compileRego(regoPath: string) {
+  return regoPolicyFilter({
+    regoPath,
+    onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy: ${String(error)}\n`),
+  });
+}
+
 function logLine(line: string): void {
   process.stderr.write(`[extensible-mcp] ${line}\n`);
 }
@@ -227,13 +247,7 @@ export async function runCli(argv: string[]): Promise<number> {
       credentials: createTokenCredentials({ tokensPath: tokens.path, log: logLine }),
     };
     const regoPath = config.filters.rego_policy;
-    if (regoPath !== undefined) {
-      const regoPolicy = await regoPolicyFilter({
-        regoPath,
-        onError: (error) => process.stderr.write(`[extensible-mcp] rego_policy: ${String(error)}\n`),
-      });
-      gatewayOptions = { ...gatewayOptions, regoPolicy };
-    }
+    if (regoPath !== undefined) gatewayOptions = { ...gatewayOptions, regoPolicy: await compileRego(regoPath) };
     // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
     // never a crash after the pid file exists.
     running = createGateway(gatewayOptions);
@@ -253,8 +267,8 @@ export async function runCli(argv: string[]): Promise<number> {
     reloading = reloading.then(
       () =>
         gateway &&
-        reloadServers({ gateway, configPath, environment: env.variables, log: logLine }).catch((error: unknown) =>
-          logLine(`reload failed: ${String(error)}`),
+        reloadServers({ gateway, configPath, environment: env.variables, log: logLine, compileRego }).catch(
+          (error: unknown) => logLine(`reload failed: ${String(error)}`),
         ),
     );
   };

@@ -2,9 +2,11 @@ import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ProxyError } from '../errors';
-import { createTransparentProxy } from '../transparent/create-transparent-proxy';
+import { serveSessions } from '../http/serve-http';
+import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
 import { loadTransparentConfig } from '../transparent/load-transparent-config';
+import type { TransparentConfig } from '../transparent/transparent-config';
 import { readTransparentEnv } from './transparent-env';
 
 /** Where the CLI reads and writes; defaults to the process's own streams and environment. */
@@ -18,26 +20,61 @@ export interface TransparentCliIo {
 /** Exit codes: 0 clean shutdown, 1 runtime failure (upstream unreachable or gone), 2 usage or configuration error. */
 export const TRANSPARENT_EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
-const HELP = `Usage: mcp-elicitation-proxy --config FILE
-       extensible-mcp --config FILE.yaml
+const HELP = `Usage: mcp-elicitation-proxy --config FILE [--http [--port N] [--host H]]
+       extensible-mcp --config FILE.yaml [--http ...]
 
-Serves one upstream MCP server over stdio with its own tools/list unchanged, and asks the
-user (MCP form elicitation) for missing required arguments before forwarding a tools/call.
-Secret-looking required fields are never asked for through a form.
+Serves one upstream MCP server with its own tools/list unchanged, and asks the user (MCP form
+elicitation) for missing required arguments before forwarding a tools/call. Secret-looking
+required fields are never asked for through a form, by the proxy or by the upstream.
+
+The proxy is invisible in both directions: each client session gets its own upstream
+connection, opened after the client's initialize and declaring the client's own elicitation,
+sampling and roots capabilities; the upstream's requests (elicitation/create, sampling/
+createMessage, roots/list, ping) are relayed to that client, tied to the tool call in flight.
+An upstream form asking for a secret is declined and never shown; the reason is logged.
 
 Options:
-  -c, --config FILE   The YAML configuration (mcp-elicitation-proxy format).
-                      Default: $MCP_ELICITATION_PROXY_CONFIG.
-  -h, --help          Show this help.
+  -c, --config FILE    The YAML configuration (mcp-elicitation-proxy format).
+                       Default: $MCP_ELICITATION_PROXY_CONFIG.
+  --http               Serve Streamable HTTP at /mcp instead of stdio: one upstream connection
+                       (a stdio upstream is one child process) per client session.
+  --port N             HTTP port (default 3333).
+  --host H             HTTP bind address (default 127.0.0.1). Host and Origin headers are checked.
+  --allowed-host H:P   Also accept this Host header (repeatable), e.g. behind a reverse proxy.
+  --max-sessions N     HTTP sessions (and so upstream connections) open at once (default 16); a new
+                       one closes the least recently used idle session, or is refused when all are busy.
+  -h, --help           Show this help.
+
+Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
+upstream is re-pointed (a new connection per session; the old one closes when its calls end). A
+config that no longer loads, or an upstream that cannot be reached, keeps the running config and
+logs why.
 
 Exit codes: 0 shut down cleanly, 1 upstream unreachable or closed, 2 bad usage or configuration.
-Logs go to stderr; stdout carries the MCP protocol.
+Logs go to stderr; over stdio, stdout carries the MCP protocol.
 `;
 
+interface TransparentFlags {
+  readonly config?: string | undefined;
+  readonly help?: boolean | undefined;
+  readonly http?: boolean | undefined;
+  readonly port?: string | undefined;
+  readonly host?: string | undefined;
+  readonly 'allowed-host'?: string[] | undefined;
+  readonly 'max-sessions'?: string | undefined;
+}
+
+function wholeNumber(value: string | undefined, fallback: number, minimum: number): number | undefined {
+  if (value === undefined) return fallback;
+  const number = Number(value);
+  return Number.isInteger(number) && number >= minimum && number <= 65_535 ? number : undefined;
+}
+
 /**
- * The `mcp-elicitation-proxy` command (SPEC §3.10, §3.11): parses `--config`/`--help`, loads
- * and validates the YAML, connects the upstream and serves stdio until the client or the
- * upstream goes away. Returns the process exit code; the composition root for this mode.
+ * The `mcp-elicitation-proxy` command (SPEC §3.10, §3.11): parses its flags, loads and validates
+ * the YAML, and serves stdio (one session) or Streamable HTTP (one session per client, bounded)
+ * until stopped; SIGHUP reloads the config in place. Returns the process exit code; the
+ * composition root for this mode.
  */
 export async function runTransparentCli(argv: readonly string[], io: TransparentCliIo = {}): Promise<number> {
   const stdin = io.stdin ?? process.stdin;
@@ -45,11 +82,19 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   const stderr = io.stderr ?? process.stderr;
   const say = (line: string) => stderr.write(`mcp-elicitation-proxy: ${line}\n`);
 
-  let flags: { config?: string | undefined; help?: boolean | undefined };
+  let flags: TransparentFlags;
   try {
     flags = parseArgs({
       args: [...argv],
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        config: { type: 'string', short: 'c' },
+        help: { type: 'boolean', short: 'h' },
+        http: { type: 'boolean' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'allowed-host': { type: 'string', multiple: true },
+        'max-sessions': { type: 'string' },
+      },
       strict: true,
       allowPositionals: false,
     }).values;
@@ -61,6 +106,19 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     stdout.write(HELP);
     return TRANSPARENT_EXIT.ok;
   }
+  const port = wholeNumber(flags.port, 3333, 0);
+  const maxSessions = wholeNumber(flags['max-sessions'], 16, 1);
+  if (port === undefined || maxSessions === undefined) {
+    say(`${port === undefined ? '--port' : '--max-sessions'} expects a whole number`);
+    return TRANSPARENT_EXIT.usage;
+  }
+  if (
+    flags.http !== true &&
+    (flags.port ?? flags.host ?? flags['max-sessions'] ?? flags['allowed-host']) !== undefined
+  ) {
+    say('--port, --host, --allowed-host and --max-sessions need --http');
+    return TRANSPARENT_EXIT.usage;
+  }
   const env = readTransparentEnv(io.env);
   const configPath = flags.config ?? env.configPath;
   if (configPath === undefined || configPath.trim() === '') {
@@ -68,7 +126,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     return TRANSPARENT_EXIT.usage;
   }
 
-  let config: Awaited<ReturnType<typeof loadTransparentConfig>>;
+  let config: TransparentConfig;
   try {
     config = await loadTransparentConfig(configPath, env.variables);
   } catch (error) {
@@ -79,33 +137,126 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     throw error;
   }
 
-  const proxy = createTransparentProxy({ config, log: say });
-  // The SDK's stdio server transport does not notice end of input: stop when the client hangs up.
-  let stopRequested = false;
-  const stop = () => {
-    stopRequested = true;
-    void proxy.close();
+  const live = new Set<TransparentProxy>();
+  const open = (): TransparentProxy => {
+    const proxy = createTransparentProxy({ config, log: say });
+    live.add(proxy);
+    void proxy.closed.then(() => live.delete(proxy));
+    return proxy;
   };
+
+  // SIGHUP re-reads the config; reloads run one at a time. The handler exists from here on, since
+  // SIGHUP's default action would kill the proxy.
+  let reloading: Promise<void> = Promise.resolve();
+  const onHangup = () => {
+    say('SIGHUP: re-reading the config');
+    reloading = reloading.then(async () => {
+      let next: TransparentConfig;
+      try {
+        next = await loadTransparentConfig(configPath, env.variables);
+      } catch (error) {
+        say(
+          `reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        return;
+      }
+      const outcomes = await Promise.allSettled([...live].map((proxy) => proxy.reload(next)));
+      const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason] : []));
+      if (failures.length > 0) {
+        const reason = failures[0] instanceof Error ? failures[0].message : String(failures[0]);
+        say(
+          `reload failed for ${failures.length} of ${outcomes.length} sessions, which keep the previous config: ${reason}`,
+        );
+        return;
+      }
+      config = next;
+      say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
+    });
+  };
+  process.on('SIGHUP', onHangup);
+  try {
+    return flags.http === true
+      ? await serveOverHttp({
+          open,
+          live,
+          say,
+          host: flags.host ?? '127.0.0.1',
+          port,
+          maxSessions,
+          allowedHosts: flags['allowed-host'] ?? [],
+          describe: () => describeUpstream(config.upstream),
+        })
+      : await serveOverStdio({
+          proxy: open(),
+          stdin,
+          stdout,
+          say,
+          describe: () => describeUpstream(config.upstream),
+          name: () => config.proxy.name,
+        });
+  } finally {
+    process.off('SIGHUP', onHangup);
+    await reloading;
+  }
+}
+
+/** One session over this process's stdio, until the client or the upstream goes away. */
+async function serveOverStdio(options: {
+  readonly proxy: TransparentProxy;
+  readonly stdin: Readable;
+  readonly stdout: Writable;
+  readonly say: (line: string) => void;
+  readonly describe: () => string;
+  readonly name: () => string;
+}): Promise<number> {
+  const { proxy, stdin, say } = options;
+  // The SDK's stdio server transport does not notice end of input: stop when the client hangs up.
+  const stop = () => void proxy.close();
   stdin.once('end', stop);
   stdin.once('close', stop);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    try {
-      await proxy.connect(new StdioServerTransport(stdin, stdout));
-    } catch (error) {
-      await proxy.close();
-      if (stopRequested) return TRANSPARENT_EXIT.ok;
-      say(error instanceof Error ? error.message : String(error));
-      return TRANSPARENT_EXIT.failed;
-    }
-    say(`serving ${describeUpstream(config.upstream)} as "${config.proxy.name}" (transparent mode)`);
+    await proxy.connect(new StdioServerTransport(stdin, options.stdout));
+    say(`serving ${options.describe()} as "${options.name()}" (transparent mode, stdio)`);
     const outcome = await proxy.closed;
-    return outcome === 'upstream-lost' ? TRANSPARENT_EXIT.failed : TRANSPARENT_EXIT.ok;
+    return outcome === 'closed' ? TRANSPARENT_EXIT.ok : TRANSPARENT_EXIT.failed;
   } finally {
     stdin.off('end', stop);
     stdin.off('close', stop);
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
+}
+
+/** Streamable HTTP: one proxy (and one upstream connection) per client session, bounded. */
+async function serveOverHttp(options: {
+  readonly open: () => TransparentProxy;
+  readonly live: ReadonlySet<TransparentProxy>;
+  readonly say: (line: string) => void;
+  readonly host: string;
+  readonly port: number;
+  readonly maxSessions: number;
+  readonly allowedHosts: readonly string[];
+  readonly describe: () => string;
+}): Promise<number> {
+  const { say } = options;
+  const endpoint = await serveSessions((transport) => options.open().connect(transport), {
+    host: options.host,
+    port: options.port,
+    maxSessions: options.maxSessions,
+    maxSessionsPerAddress: options.maxSessions,
+    allowedHosts: options.allowedHosts,
+  });
+  say(
+    `serving ${options.describe()} at ${endpoint.url} (transparent mode, Streamable HTTP, at most ${options.maxSessions} sessions)`,
+  );
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  say('shutting down');
+  await endpoint.close();
+  await Promise.allSettled([...options.live].map((proxy) => proxy.close()));
+  return TRANSPARENT_EXIT.ok;
 }

@@ -21,6 +21,13 @@ import {
 } from '../credentials/credentialed-fetch';
 import { ProxyError } from '../errors';
 import type { Admission, DownstreamSpec, ServerFacts } from '../gateway/types';
+import { relayServerRequests, type ServerRequestRelay } from './relay-server-requests';
+
+/**
+ * What the proxy declares to a shared downstream (SPEC §3.10): form elicitation, sampling and
+ * roots, answered by the session whose call is in flight when the downstream asks.
+ */
+export const DOWNSTREAM_CLIENT_CAPABILITIES = { elicitation: { form: {} }, sampling: {}, roots: {} } as const;
 
 /**
  * How many secrets a downstream remembers for redaction: two per credential (the header value
@@ -53,6 +60,11 @@ export interface DownstreamOptions {
    * lookup refuses private addresses (SPEC §3.4). Absent: the global one.
    */
   readonly dispatcher?: Dispatcher;
+  /**
+   * Where the server's own requests go (elicitation, sampling, roots, ping). Present: the proxy
+   * declares {@link DOWNSTREAM_CLIENT_CAPABILITIES}; absent: it declares none.
+   */
+  readonly relay?: ServerRequestRelay;
 }
 
 /**
@@ -145,7 +157,12 @@ export class Downstream {
   }
 
   async #open(): Promise<Client> {
-    const client = new Client({ name: 'extensible-mcp', version: '0.1.0' });
+    const { relay } = this.#options;
+    const client = new Client(
+      { name: 'extensible-mcp', version: '0.1.0' },
+      relay ? { capabilities: DOWNSTREAM_CLIENT_CAPABILITIES } : undefined,
+    );
+    if (relay) relayServerRequests(client, DOWNSTREAM_CLIENT_CAPABILITIES, relay);
     this.#opening = client;
     const transport = this.#transport();
     client.onclose = () => {

@@ -1,6 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
 import { Downstream } from '../downstream/downstream';
+import type { RelayTarget } from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessControl } from '../filters/access-control';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
@@ -13,6 +14,7 @@ import type { PolicyBundle } from '../policy/load-bundle';
 import { policyAugmenter } from '../policy/policy-augmenter';
 import { type Embedder, loadMiniLm } from '../search/embedder';
 import { type IndexedTool, ToolIndex } from '../search/tool-index';
+import { DEFAULT_SECRET_MARKERS } from '../transparent/transparent-config';
 import { discoveryGate } from './discovery-gate';
 import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 import {
@@ -133,6 +135,30 @@ export interface GatewayOptions {
   readonly startGraceMs?: number;
 }
 
+/** The filter settings a reload may change (SPEC §3.1 `filters`): everything else is fixed at start. */
+export type FilterOptions = Pick<
+  GatewayOptions,
+  'similarityThreshold' | 'accessControl' | 'loadControl' | 'regoPolicy'
+>;
+
+/** A new configuration for a running gateway (SIGHUP): the operator's servers and filters. */
+export interface Reconfiguration extends FilterOptions {
+  readonly servers: Readonly<Record<string, DownstreamSpec>>;
+}
+
+/** What a reconfiguration did to the operator's servers, by name. */
+export interface ReconfigureReport {
+  readonly added: readonly string[];
+  readonly repointed: readonly string[];
+  readonly removed: readonly string[];
+  readonly failed: readonly { readonly name: string; readonly reason: string }[];
+  /** How many tools each added or re-pointed server now has indexed. */
+  readonly tools: Readonly<Record<string, number>>;
+}
+
+/** How long a session's client may take to answer a downstream's request (a human filling a form). */
+const relayTimeoutMs = 10 * 60_000;
+
 const defaultTopK = 5;
 const maxTopK = 50;
 /** How many ranked candidates the search filters see first (the window widens when they hide many). */
@@ -168,6 +194,12 @@ function textResult(text: string, isError = false): CallToolResult {
   return { content: [{ type: 'text', text }], ...(isError && { isError: true }) };
 }
 
+/** Whether two server specs reach the same server the same way (command, args, env or URL). */
+function sameSpec(left: DownstreamSpec, right: DownstreamSpec): boolean {
+  if (left.kind === 'in-process' || right.kind === 'in-process') return left === right;
+  return JSON.stringify(left) === JSON.stringify(right);
+}
+
 function elapsedUs(start: bigint): number {
   return Number((process.hrtime.bigint() - start) / 1000n);
 }
@@ -182,6 +214,12 @@ export interface GatewayInternals {
   /** A transparent face attaches its session's own upstream connection. */
   attach(session: string, connection: SessionConnection): void;
   detach(session: string): void;
+  /**
+   * Operator-only (SIGHUP): rebuilds the pipelines from new filter settings, admits new servers,
+   * re-points servers whose spec changed and drops removed ones. Runtime loads are untouched; a
+   * retired connection is closed once the calls in flight on it have ended (never cut mid-call).
+   */
+  reconfigure(next: Reconfiguration): Promise<ReconfigureReport>;
 }
 
 /** A per-session upstream connection (transparent mode opens one per client session, SPEC §3.10). */
@@ -214,6 +252,8 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   /** Names being admitted right now: admission is serialised per name (SPEC §3.4). */
   const admitting = new Set<string>();
   const sessions = new Map<string, SessionConnection>();
+  /** Calls in flight per downstream, by server name: whom a downstream's own request belongs to. */
+  const inFlight = new Map<Downstream, Set<{ readonly context: CallContext }>>();
   /** Tool definitions a transparent session was shown, by session then bare name. */
   const listings = new Map<string, Map<string, { server: ServerFacts; tool: Tool }>>();
   const localTools = new Map<string, LocalTool>();
@@ -272,34 +312,42 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   const governedBundles = governance
     ? Object.fromEntries(Object.entries(governance.bundles).map(([name, governed]) => [name, governed.bundle]))
     : {};
-  const access = accessControl(options.accessControl ?? {});
-  const searchFilters: SearchFilter[] = [
-    ...(options.similarityThreshold !== undefined
-      ? [similarityThreshold({ threshold: options.similarityThreshold })]
-      : []),
-    access.search,
-    ...(options.extraSearchFilters ?? []),
-    ...(governance ? [policyAugmenter({ resolve: governance.resolve, bundles: governedBundles })] : []),
-  ];
-  const callFilters: CallFilter[] = [
-    access.call,
-    discoveryGate({ store }),
-    ...(options.regoPolicy ? [options.regoPolicy] : []),
-    ...(options.extraCallFilters ?? []),
-    ...(governance
-      ? [
-          bundleRouter({
-            resolve: governance.resolve,
-            bundles: Object.fromEntries(Object.entries(governance.bundles).map(([name, { filter }]) => [name, filter])),
-          }),
-        ]
-      : []),
-  ];
-  const responseFilters = [...(options.extraResponseFilters ?? [])];
-  const loadFilters: LoadFilter[] = [
-    ...(options.loadControl ? [loadControl(options.loadControl)] : []),
-    ...(options.extraLoadFilters ?? []),
-  ];
+  /** The four pipelines built from the filter options; a reload builds them again (SPEC §3.6). */
+  function assemble(filters: FilterOptions) {
+    const access = accessControl(filters.accessControl ?? {});
+    return {
+      search: [
+        ...(filters.similarityThreshold !== undefined
+          ? [similarityThreshold({ threshold: filters.similarityThreshold })]
+          : []),
+        access.search,
+        ...(options.extraSearchFilters ?? []),
+        ...(governance ? [policyAugmenter({ resolve: governance.resolve, bundles: governedBundles })] : []),
+      ] as SearchFilter[],
+      call: [
+        access.call,
+        discoveryGate({ store }),
+        ...(filters.regoPolicy ? [filters.regoPolicy] : []),
+        ...(options.extraCallFilters ?? []),
+        ...(governance
+          ? [
+              bundleRouter({
+                resolve: governance.resolve,
+                bundles: Object.fromEntries(
+                  Object.entries(governance.bundles).map(([name, { filter }]) => [name, filter]),
+                ),
+              }),
+            ]
+          : []),
+      ] as CallFilter[],
+      response: [...(options.extraResponseFilters ?? [])] as ResponseFilter[],
+      load: [
+        ...(filters.loadControl ? [loadControl(filters.loadControl)] : []),
+        ...(options.extraLoadFilters ?? []),
+      ] as LoadFilter[],
+    };
+  }
+  let pipelines = assemble(options);
 
   // The model loads only once the options are known to be good: a bad pattern throws above,
   // before any worker thread exists.
@@ -354,6 +402,54 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     });
   }
 
+  /**
+   * The session a shared downstream's request belongs to (SPEC §3.10): the one whose call to it is
+   * in flight. None in flight, or calls from several sessions at once (stdio carries no related
+   * request id, so the asker cannot be told apart), and the request is refused: never guessed.
+   */
+  function routeServerRequest(name: string, downstream: Downstream): RelayTarget {
+    const calls = [...(inFlight.get(downstream) ?? [])];
+    const latest = calls.at(-1)?.context;
+    if (latest === undefined) return { refused: `no call to server "${name}" is in progress` };
+    const asking = new Set(calls.map((call) => call.context.session));
+    if (asking.size > 1) {
+      return {
+        refused: `calls from ${asking.size} sessions to server "${name}" are in progress; the proxy cannot tell which one asked`,
+      };
+    }
+    if (latest.relay === undefined) return { refused: 'the calling session cannot receive requests' };
+    return { send: latest.relay, capabilities: latest.clientCapabilities ?? {} };
+  }
+
+  /** Runs `call` on `downstream`, marked in flight for it (request routing, graceful retirement). */
+  async function tracked<T>(downstream: Downstream, context: CallContext, call: () => Promise<T>): Promise<T> {
+    const entry = { context };
+    const calls = inFlight.get(downstream) ?? new Set();
+    inFlight.set(downstream, calls);
+    calls.add(entry);
+    try {
+      return await call();
+    } finally {
+      calls.delete(entry);
+      if (calls.size === 0) {
+        inFlight.delete(downstream);
+        retiring.get(downstream)?.();
+      }
+    }
+  }
+
+  /** Closes `downstream` now, or once the calls in flight on it have ended. */
+  function retire(downstream: Downstream): Promise<void> {
+    if (!inFlight.has(downstream)) return downstream.close();
+    return new Promise((resolve) => {
+      retiring.set(downstream, () => {
+        retiring.delete(downstream);
+        void downstream.close().finally(resolve);
+      });
+    });
+  }
+  const retiring = new Map<Downstream, () => void>();
+
   function register(
     name: string,
     spec: DownstreamSpec,
@@ -363,7 +459,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     const problem = nameProblem(name);
     if (problem) throw new ProxyError('invalid-name', `Invalid server name: ${problem}.`);
     const lookup = options.credentials;
-    const downstream = new Downstream({
+    const downstream: Downstream = new Downstream({
       name,
       spec,
       admission,
@@ -371,6 +467,17 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       log,
       ...(dispatcher && { dispatcher }),
+      // The operator's servers may ask the calling session (form, sampling, roots); a server the
+      // model loaded at runtime is untrusted and is declared nothing, so it can ask nobody.
+      ...(admission !== 'runtime' && {
+        relay: {
+          label: `server "${name}"`,
+          markers: { nameMarkers: DEFAULT_SECRET_MARKERS, schemaMarkers: DEFAULT_SECRET_MARKERS },
+          timeoutMs: relayTimeoutMs,
+          log,
+          target: () => routeServerRequest(name, downstream),
+        },
+      }),
       // Bound to this server's name: the lookup decides per URL whether a token is presented.
       ...(lookup &&
         spec.kind === 'http' && {
@@ -480,13 +587,14 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       }
       const target =
         (discovery === 'listing' ? sessions.get(context.session) : undefined) ?? downstreams.get(request.server.name);
-      if (!target || request.toolName === undefined) {
+      const toolName = request.toolName;
+      if (!target || toolName === undefined) {
         return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
       }
       const result =
         target instanceof Downstream
-          ? await target.call(request.toolName, { ...request.arguments })
-          : await target.call(request.toolName, { ...request.arguments }, context);
+          ? await tracked(target, context, () => target.call(toolName, { ...request.arguments }))
+          : await target.call(toolName, { ...request.arguments }, context);
       // A server that cannot tell whether its side effect happened (a payment rail that timed out)
       // says so; claiming it only ever keeps evidence held, never releases it.
       if (result._meta?.[outcomeMetaKey] === 'unknown') {
@@ -531,7 +639,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
           const server = hit.server === undefined ? undefined : downstreams.get(hit.server)?.facts;
           return { ...hit, server };
         });
-        visible = await runSearchPipeline(searchFilters, ranked, { query, context, reporter });
+        visible = await runSearchPipeline(pipelines.search, ranked, { query, context, reporter });
         if (visible.length >= query.topK || ranked.length < window) break;
       }
       const hits = visible.slice(0, query.topK);
@@ -546,7 +654,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
 
     async call(input, context) {
       const request = await stamp(input, context);
-      const decided = await runCallPipeline(callFilters, request, { context, reporter });
+      const decided = await runCallPipeline(pipelines.call, request, { context, reporter });
       if (!decided.allowed) return decided.result ?? textResult(decided.reason, true);
       // A filter that renamed the tool gets the stamp of the tool it named, never the old one's server.
       const final =
@@ -572,7 +680,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         });
         return textResult(reason, true);
       }
-      const answered = await runResponsePipeline(responseFilters, outcome.result, {
+      const answered = await runResponsePipeline(pipelines.response, outcome.result, {
         request: final,
         context,
         reporter,
@@ -607,7 +715,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       if (downstreams.has(name) || admitting.has(name)) {
         return { loaded: false, reason: `A server named "${name}" is already connected; choose another name.` };
       }
-      const decided = await runLoadPipeline(loadFilters, request, { context, reporter });
+      const decided = await runLoadPipeline(pipelines.load, request, { context, reporter });
       if (!decided.allowed) return { loaded: false, reason: decided.reason };
       // The safe default runs after the operator's filters, whatever they allowed; an operator
       // server is trusted where it is and skips it.
@@ -699,6 +807,53 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     detach(session) {
       sessions.delete(session);
       listings.delete(session);
+    },
+    async reconfigure(next) {
+      // Filters first: a bad pattern throws here and nothing has changed yet.
+      const rebuilt = assemble(next);
+      pipelines = rebuilt;
+      const added: string[] = [];
+      const repointed: string[] = [];
+      const removed: string[] = [];
+      const failed: { name: string; reason: string }[] = [];
+      const tools: Record<string, number> = {};
+      const reason = (error: unknown) => (error instanceof Error ? error.message : String(error));
+      // Removed: configured names the new config no longer holds (runtime loads are not the config's).
+      for (const name of [...operatorNames]) {
+        if (Object.hasOwn(next.servers, name)) continue;
+        const downstream = downstreams.get(name);
+        // A host's in-process server is not the config file's to remove.
+        if (downstream?.admission === 'in-process') continue;
+        operatorNames.delete(name);
+        operatorUrls.delete(name);
+        if (downstream) {
+          downstreams.delete(name);
+          index.remove(name);
+          void retire(downstream);
+        }
+        removed.push(name);
+      }
+      for (const [name, spec] of Object.entries(next.servers)) {
+        const current = downstreams.get(name);
+        if (current && sameSpec(current.spec, spec)) continue;
+        if (current) {
+          // Re-pointed: the old connection serves its calls in flight, new calls go to the new one.
+          downstreams.delete(name);
+          index.remove(name);
+          void retire(current);
+        }
+        operatorNames.add(name);
+        if (spec.kind === 'http') operatorUrls.set(name, spec.url);
+        else operatorUrls.delete(name);
+        try {
+          const admitted = await admitServer(name, spec, spec.kind === 'in-process' ? 'in-process' : 'config');
+          tools[name] = admitted.tools;
+          (current ? repointed : added).push(name);
+        } catch (error) {
+          failed.push({ name, reason: reason(error) });
+        }
+      }
+      return { added, repointed, removed, failed, tools };
     },
   });
   return gateway;

@@ -1,5 +1,12 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { CallToolResult, ElicitRequestFormParams, ElicitResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallToolResult,
+  ClientCapabilities,
+  ElicitRequestFormParams,
+  ElicitResult,
+  Result,
+  Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 
 /**
  * The gateway's public contract (SPEC §3.12). Every face (the search-mode MCP server, the
@@ -27,6 +34,15 @@ export interface Principal {
 /** Asks the human through a form, tied by the face to the request being handled. */
 export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
 
+/**
+ * Sends a server→client request (`elicitation/create`, `sampling/createMessage`, `roots/list`,
+ * `ping`) to the session's client, tied by the face to the request being handled (SPEC §3.10).
+ */
+export type RelayRequest = (
+  request: { readonly method: string; readonly params?: Record<string, unknown> },
+  options: { readonly signal?: AbortSignal; readonly timeout?: number },
+) => Promise<Result>;
+
 /** The context every gateway operation and every filter receives. */
 export interface CallContext {
   /** The MCP session: the discovery gate and evidence are scoped to it. */
@@ -37,6 +53,13 @@ export interface CallContext {
   readonly elicit?: Elicit;
   /** Aborts the operation (client cancelled, connection gone). */
   readonly signal?: AbortSignal;
+  /**
+   * Reaches the session's client while this call runs: a downstream's own requests made during the
+   * call go there (SPEC §3.10). Absent when the face cannot send requests to its client.
+   */
+  readonly relay?: RelayRequest;
+  /** What the session's client declared at `initialize` (which relayed requests it can answer). */
+  readonly clientCapabilities?: ClientCapabilities;
 }
 
 /** A tool as search ranks it and the search pipeline sees it, stamped by the gateway. */

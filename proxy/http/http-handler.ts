@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { isInitializeRequest, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Gateway } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
@@ -126,6 +127,19 @@ async function readBody(
  * a body limit, and `Host`/`Origin` checks so a web page cannot reach it through DNS rebinding.
  */
 export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions): HttpHandler {
+  return createSessionHttpHandler((transport) => createSearchModeServer(gateway).connect(transport), options);
+}
+
+/**
+ * Serves a session per client over the Streamable HTTP handler (bounds, idle sweep, body limit,
+ * `Host`/`Origin` checks): `connectSession` serves one new session on its transport. Search mode
+ * connects a meta-tools server; transparent mode a proxy with its own upstream (SPEC §3.11), so
+ * the session bound also bounds its upstream children. Closing a session closes its transport.
+ */
+export function createSessionHttpHandler(
+  connectSession: (transport: Transport) => Promise<void>,
+  options: HttpHandlerOptions,
+): HttpHandler {
   const path = options.path ?? '/mcp';
   const maxSessions = options.maxSessions ?? 100;
   const maxPerAddress = options.maxSessionsPerAddress ?? 25;
@@ -205,7 +219,7 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
       transport.onclose = () => {
         if (transport.sessionId) sessions.delete(transport.sessionId);
       };
-      await createSearchModeServer(gateway).connect(transport);
+      await connectSession(transport);
       return await transport.handleRequest(request, { parsedBody: parsed.value });
     } finally {
       const count = (opening.get(bucket) ?? 1) - 1;

@@ -1,8 +1,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Gateway } from '../gateway/types';
-import { createHttpHandler, type HttpHandlerOptions } from './http-handler';
+import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
 
 /** Options of {@link serveHttp}. */
 export interface ServeHttpOptions extends Partial<Omit<HttpHandlerOptions, 'allowedHosts' | 'allowedOrigins'>> {
@@ -54,7 +56,18 @@ async function writeResponse(response: Response, target: ServerResponse): Promis
  * over {@link createHttpHandler}. Binds to 127.0.0.1 by default; `Host` and `Origin` must name the
  * bound address (or an extra allowed host).
  */
-export async function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Promise<HttpEndpoint> {
+export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Promise<HttpEndpoint> {
+  return serveSessions((transport) => createSearchModeServer(gateway).connect(transport), options);
+}
+
+/**
+ * Serves one session per client at `/mcp` through Node's `http` server, as {@link serveHttp}
+ * does, with `connectSession` serving each new session (transparent mode's proxy per client).
+ */
+export async function serveSessions(
+  connectSession: (transport: Transport) => Promise<void>,
+  options: ServeHttpOptions = {},
+): Promise<HttpEndpoint> {
   const host = options.host ?? '127.0.0.1';
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
@@ -63,7 +76,7 @@ export async function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}
   });
   const { port } = server.address() as AddressInfo;
   const names = new Set([host.includes(':') ? `[${host}]` : host, 'localhost', '127.0.0.1', '[::1]']);
-  const handler = createHttpHandler(gateway, {
+  const handler = createSessionHttpHandler(connectSession, {
     ...options,
     allowedHosts: [...[...names].map((name) => `${name}:${port}`), ...(options.allowedHosts ?? [])],
     allowedOrigins: [...names].map((name) => `http://${name}:${port}`),

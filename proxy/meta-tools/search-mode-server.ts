@@ -4,6 +4,7 @@ import {
   CallToolRequestSchema,
   type CallToolResult,
   ListToolsRequestSchema,
+  ResultSchema,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -144,10 +145,14 @@ export function createSearchModeServer(gateway: Gateway): Server {
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: metaTools }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const elicitation = server.getClientCapabilities()?.elicitation;
+    const clientCapabilities = server.getClientCapabilities() ?? {};
+    const elicitation = clientCapabilities.elicitation;
     const context: CallContext = {
       session: extra.sessionId ?? connectionId,
       signal: extra.signal,
+      // A downstream's own requests during this call reach this client, tied to this request (SPEC §3.10).
+      clientCapabilities,
+      relay: (relayed, options) => extra.sendRequest(relayed as never, ResultSchema, options),
       ...(elicitation && {
         elicit: (params) => server.elicitInput(params, { relatedRequestId: extra.requestId, timeout: 10 * 60_000 }),
       }),

@@ -5,7 +5,9 @@ import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.j
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
+  type ClientCapabilities,
   CompleteRequestSchema,
+  ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
   ListResourcesRequestSchema,
@@ -14,6 +16,7 @@ import {
   McpError,
   type Notification,
   ReadResourceRequestSchema,
+  type RequestId,
   type Result,
   ResultSchema,
   type ServerCapabilities,
@@ -22,6 +25,7 @@ import {
   type Tool,
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
 import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
 import {
@@ -32,13 +36,17 @@ import {
 } from '../gateway/create-gateway';
 import type { CallContext, Gateway, ServerFacts } from '../gateway/types';
 import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
+import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
-import type { TransparentConfig } from './transparent-config';
+import type { TransparentConfig, UpstreamConfig } from './transparent-config';
 
 /** Options for {@link createTransparentProxy}. */
 export interface TransparentProxyOptions {
   readonly config: TransparentConfig;
-  /** Reach the upstream through this transport instead of `config.upstream` (tests link an in-memory server). */
+  /**
+   * Reach the upstream through this transport instead of `config.upstream` (tests link an
+   * in-memory server). Used for this proxy's one session; a reload never re-points it.
+   */
   readonly upstreamTransport?: Transport;
   /** How a stdio upstream's stderr is handled. */
   readonly upstreamStderr?: UpstreamTransportOptions['stderr'];
@@ -55,22 +63,54 @@ export interface TransparentProxyOptions {
   >;
 }
 
-/** A transparent proxy for one downstream client: the upstream's own tools, plus call-time elicitation. */
+/**
+ * How a transparent proxy stopped: `closed` by its owner or its client, `upstream-lost` when the
+ * upstream went away on its own, `upstream-unavailable` when it could not be reached at all.
+ */
+export type TransparentOutcome = 'closed' | 'upstream-lost' | 'upstream-unavailable';
+
+/** A transparent proxy for one client session: the upstream's own tools, plus call-time elicitation. */
 export interface TransparentProxy {
-  /** Connects the upstream (failing with `ProxyError('downstream-unavailable')`), then serves the downstream on `transport`. */
+  /**
+   * Serves the client on `transport`. The upstream connection opens when the client's
+   * `initialize` arrives, declaring the client's own capabilities (SPEC §3.10); if it cannot be
+   * reached, that `initialize` is answered with an error naming the upstream and the proxy stops
+   * with `upstream-unavailable`.
+   */
   connect(transport: Transport): Promise<void>;
+  /**
+   * Applies a new configuration (SIGHUP): new elicitation policy and filters for the next call, and
+   * a changed upstream re-pointed (a new connection with the same client capabilities; the old
+   * one closes once its calls in flight end). Tools the session was listed stay discovered only
+   * if the new upstream still offers them, and the client is told the list changed. A failure
+   * (the new upstream unreachable) changes nothing and throws.
+   */
+  reload(config: TransparentConfig): Promise<void>;
   /** Closes both sides; safe to call at any time, any number of times. */
   close(): Promise<void>;
-  /** Settles once the proxy has stopped: `upstream-lost` when the upstream went away on its own. */
-  readonly closed: Promise<'closed' | 'upstream-lost'>;
+  /** Settles once the proxy has stopped. */
+  readonly closed: Promise<TransparentOutcome>;
 }
 
-/** The client capabilities the proxy declares to its upstream: none, since it forwards no server-to-client requests. */
-export const UPSTREAM_CLIENT_CAPABILITIES = {} as const;
+/**
+ * The client capabilities the proxy declares to its upstream: exactly the elicitation, sampling
+ * and roots capabilities its client declared, since it relays exactly those requests (task
+ * augmentation and experimental capabilities are not relayed, so never declared).
+ */
+export function mirrorClientCapabilities(client: ClientCapabilities): ClientCapabilities {
+  return {
+    ...(client.elicitation !== undefined && { elicitation: client.elicitation }),
+    ...(client.sampling !== undefined && { sampling: client.sampling }),
+    ...(client.roots !== undefined && { roots: client.roots }),
+  };
+}
 
 /** The transparent gateway: the upstream's own names, discovered by listing, with elicitation as a call filter. */
-function transparentGateway(options: TransparentProxyOptions, log: (line: string) => void): Gateway {
-  const { config } = options;
+function transparentGateway(
+  config: TransparentConfig,
+  options: TransparentProxyOptions,
+  log: (line: string) => void,
+): Gateway {
   const filters = options.gateway ?? {};
   return createGateway(
     {
@@ -95,6 +135,9 @@ const FORWARDED_NOTIFICATIONS = new Set([
   'notifications/message',
 ]);
 
+// Client notifications passed on to the upstream (cancellation and progress travel with their requests).
+const CLIENT_NOTIFICATIONS = new Set(['notifications/roots/list_changed']);
+
 /** The capabilities the proxy can honour: the upstream's, limited to what it forwards. */
 function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities {
   return {
@@ -106,44 +149,80 @@ function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities 
   };
 }
 
+function sameUpstream(left: UpstreamConfig, right: UpstreamConfig): boolean {
+  return JSON.stringify(left) === JSON.stringify(right);
+}
+
+/** Every page of the upstream's raw `tools/list`. */
+async function listAllTools(client: Client): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: unknown;
+  do {
+    const page = await client.request(
+      { method: 'tools/list', ...(typeof cursor === 'string' && { params: { cursor } }) },
+      ResultSchema,
+    );
+    if (Array.isArray(page.tools)) {
+      tools.push(...(page.tools as Tool[]).filter((tool) => typeof tool?.name === 'string'));
+    }
+    cursor = page.nextCursor;
+  } while (typeof cursor === 'string');
+  return tools;
+}
+
 /**
- * Creates the transparent-mode proxy of SPEC §3.10: `tools/list` is the upstream's raw answer
- * (unknown fields kept, nothing renamed or added) and is what the session has discovered;
- * `tools/call` goes through the gateway's call pipeline (access control, discovery gate,
- * `rego_policy`, elicitation, extra filters, router; events for each) and reaches this session's
- * own upstream connection once, never replayed; resources, prompts, completions and logging are
- * forwarded when the upstream offers them; list-changed, resource-update and log notifications
- * are passed on.
+ * Creates the transparent-mode proxy of SPEC §3.10 for one client session. It waits for the
+ * client's `initialize`, opens its own upstream connection declaring the client's capabilities,
+ * and answers with the upstream's. `tools/list` is the upstream's raw answer (unknown fields kept,
+ * nothing renamed or added) and is what the session has discovered; `tools/call` goes through
+ * the gateway's call pipeline and reaches the upstream once, never replayed; resources, prompts,
+ * completions and logging are forwarded when the upstream offers them. The upstream's own
+ * requests (`elicitation/create` after the secret screen, `sampling/createMessage`, `roots/list`,
+ * `ping`) are relayed to the client, tied to the tool call in flight; notifications pass both ways.
  */
 export function createTransparentProxy(options: TransparentProxyOptions): TransparentProxy {
-  const { config } = options;
   const log = options.log ?? (() => undefined);
-  const gateway = transparentGateway(options, log);
-  const internals = gatewayInternals(gateway);
+  let config = options.config;
+  let gateway = transparentGateway(config, options, log);
   const session = randomUUID();
-  const facts: ServerFacts = {
-    name: config.proxy.name,
-    admission: 'config',
-    ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
-  };
-  const upstream = new Client(
-    { name: config.proxy.name, version: config.proxy.version },
-    { capabilities: UPSTREAM_CLIENT_CAPABILITIES },
-  );
+  /** The upstream connection in use, and the config it was opened from. */
+  let upstream: { client: Client; target: UpstreamConfig } | undefined;
+  /** What the client declared at `initialize`; mirrored to every upstream connection of this session. */
+  let clientCapabilities: ClientCapabilities = {};
   let server: Server | undefined;
   // Notifications wait until the client has finished initializing (the upstream may talk earlier).
   let clientReady = false;
+  let stopping = false;
+  let outcome: TransparentOutcome = 'closed';
   let closing: Promise<void> | undefined;
-  let settleClosed: (outcome: 'closed' | 'upstream-lost') => void = () => undefined;
-  const closed = new Promise<'closed' | 'upstream-lost'>((resolve) => {
+  let settleClosed: (outcome: TransparentOutcome) => void = () => undefined;
+  const closed = new Promise<TransparentOutcome>((resolve) => {
     settleClosed = resolve;
   });
+  /** The client's `tools/call` requests in flight: an upstream request is relayed tied to the latest. */
+  const callsInFlight: { readonly id: RequestId; readonly tool: string }[] = [];
+  /** The tool definitions this session was listed, by name: carried over to a reloaded gateway. */
+  const shown = new Map<string, Tool>();
+  /** Calls in flight per upstream connection; a retired one closes when its count reaches zero. */
+  const busy = new Map<Client, number>();
+  const retired = new Set<Client>();
   /** What each in-flight `tools/call` needs for the upstream request: its client's signal, progress relay and `_meta`. */
   const inFlight = new WeakMap<CallContext, { options: RequestOptions; meta: Record<string, unknown> }>();
 
+  const facts = (): ServerFacts => ({
+    name: config.proxy.name,
+    admission: 'config',
+    ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
+  });
+
+  function current(): Client {
+    if (upstream === undefined) throw new McpError(ErrorCode.ConnectionClosed, 'The upstream is not connected.');
+    return upstream.client;
+  }
+
   async function forward(method: string, params: unknown, requestOptions: RequestOptions): Promise<Result> {
     try {
-      return await upstream.request(
+      return await current().request(
         { method, ...(params !== undefined && { params }) } as never,
         ResultSchema,
         requestOptions,
@@ -155,7 +234,9 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
 
   // The session's own upstream connection, reached only through the gateway's dispatch.
   const connection: SessionConnection = {
-    facts,
+    get facts() {
+      return facts();
+    },
     async call(tool, args, context) {
       const request = inFlight.get(context);
       const params = {
@@ -163,8 +244,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         arguments: args,
         ...(request && Object.keys(request.meta).length > 0 && { _meta: request.meta }),
       };
+      const client = current();
+      busy.set(client, (busy.get(client) ?? 0) + 1);
       try {
-        return (await upstream.request({ method: 'tools/call', params }, ResultSchema, request?.options)) as never;
+        return (await client.request({ method: 'tools/call', params }, ResultSchema, request?.options)) as never;
       } catch (error) {
         // An upstream protocol error is the upstream's answer: shown as an error result naming it.
         if (error instanceof McpError) {
@@ -173,10 +256,95 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
           });
         }
         throw error;
+      } finally {
+        const left = (busy.get(client) ?? 1) - 1;
+        if (left > 0) busy.set(client, left);
+        else {
+          busy.delete(client);
+          if (retired.delete(client)) void client.close();
+        }
       }
     },
   };
-  internals.attach(session, connection);
+  gatewayInternals(gateway).attach(session, connection);
+
+  // The upstream's own requests go to this session's client, tied to the tool call in flight.
+  const relay: ServerRequestRelay = {
+    label: 'the upstream',
+    log,
+    get markers() {
+      return config.policies.sensitiveRequired.enabled ? config.policies.sensitiveRequired : undefined;
+    },
+    get timeoutMs() {
+      return config.elicitation.timeoutMs;
+    },
+    onRefused(reason) {
+      try {
+        options.gateway?.onEvent?.({
+          ts: new Date().toISOString(),
+          session,
+          pipeline: 'call',
+          filter: 'upstreamElicitation',
+          tool: callsInFlight.at(-1)?.tool ?? 'elicitation/create',
+          decision: 'deny',
+          reason,
+          durationUs: 0,
+        });
+      } catch (error) {
+        log(`event hook failed: ${String(error)}`);
+      }
+    },
+    target() {
+      const target = server;
+      if (target === undefined || !clientReady) return { refused: 'the client has not finished initializing' };
+      const related = callsInFlight.at(-1)?.id;
+      return {
+        capabilities: clientCapabilities,
+        send: (request, requestOptions) =>
+          target.request(request as never, ResultSchema, {
+            ...requestOptions,
+            ...(related !== undefined && { relatedRequestId: related }),
+          }),
+      };
+    },
+  };
+
+  /** Opens an upstream connection declaring the client's capabilities, relaying its requests and notifications. */
+  async function openUpstream(target: UpstreamConfig, transport?: Transport): Promise<Client> {
+    const declared = mirrorClientCapabilities(clientCapabilities);
+    const client = new Client({ name: config.proxy.name, version: config.proxy.version }, { capabilities: declared });
+    relayServerRequests(client, declared, relay);
+    client.fallbackNotificationHandler = async (notification: Notification) => {
+      if (client !== upstream?.client || !FORWARDED_NOTIFICATIONS.has(notification.method) || !clientReady) return;
+      await server?.notification(notification as never).catch((error: unknown) => {
+        log(`could not forward ${notification.method}: ${String(error)}`);
+      });
+    };
+    client.onclose = () => {
+      // Only the connection in use matters: a retired or failed one closes quietly.
+      if (client !== upstream?.client || stopping) return;
+      log('the upstream MCP server closed the connection');
+      outcome = 'upstream-lost';
+      void close();
+    };
+    try {
+      await client.connect(
+        transport ??
+          createUpstreamTransport(target, {
+            ...(options.upstreamStderr !== undefined && { stderr: options.upstreamStderr }),
+          }),
+      );
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      const detail = error instanceof Error ? error.message : String(error);
+      throw new ProxyError(
+        'downstream-unavailable',
+        `Cannot connect to the upstream MCP server (${describeUpstream(target)}): ${detail}`,
+        { cause: error },
+      );
+    }
+    return client;
+  }
 
   function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
     target.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
@@ -186,7 +354,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       const tools = Array.isArray(result.tools)
         ? (result.tools as Tool[]).filter((tool) => typeof tool?.name === 'string')
         : [];
-      await internals.listed(session, facts, tools, request.params?.cursor !== undefined);
+      const append = request.params?.cursor !== undefined;
+      if (!append) shown.clear();
+      for (const tool of tools) shown.set(tool.name, tool);
+      await gatewayInternals(gateway).listed(session, facts(), tools, append);
       return result;
     });
 
@@ -222,7 +393,13 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
           }),
         },
       });
-      return (await gateway.call({ tool: name, arguments: args ?? {} }, context)) as never;
+      const call = { id: extra.requestId, tool: name };
+      callsInFlight.push(call);
+      try {
+        return (await gateway.call({ tool: name, arguments: args ?? {} }, context)) as never;
+      } finally {
+        callsInFlight.splice(callsInFlight.indexOf(call), 1);
+      }
     });
 
     const passthrough = (schema: Parameters<Server['setRequestHandler']>[0], method: string) => {
@@ -245,72 +422,130 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     }
     if (capabilities.completions !== undefined) passthrough(CompleteRequestSchema, 'completion/complete');
     if (capabilities.logging !== undefined) passthrough(SetLevelRequestSchema, 'logging/setLevel');
+    target.fallbackNotificationHandler = async (notification: Notification) => {
+      if (!CLIENT_NOTIFICATIONS.has(notification.method)) return;
+      await upstream?.client.notification(notification as never).catch((error: unknown) => {
+        log(`could not forward ${notification.method}: ${String(error)}`);
+      });
+    };
   }
 
-  let stopping = false;
+  /** The client's `initialize` arrived: open the upstream with its capabilities, then answer with the upstream's. */
+  async function openSession(gate: InitializeGate, initialize: InitializeMessage): Promise<void> {
+    clientCapabilities = initialize.params.capabilities ?? {};
+    const target = config.upstream;
+    let client: Client;
+    try {
+      client = await openUpstream(target, options.upstreamTransport);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      log(message);
+      outcome = 'upstream-unavailable';
+      await gate
+        .send({ jsonrpc: '2.0', id: initialize.id, error: { code: ErrorCode.InternalError, message } })
+        .catch(() => undefined);
+      await close();
+      return;
+    }
+    // Closed while the upstream was starting: do not start serving.
+    if (stopping) {
+      await client.close();
+      return;
+    }
+    upstream = { client, target };
+    const capabilities = mirroredCapabilities(client.getServerCapabilities() ?? {});
+    const instructions = client.getInstructions();
+    const created = new Server(
+      { name: config.proxy.name, version: config.proxy.version },
+      { capabilities, ...(instructions !== undefined && { instructions }) },
+    );
+    registerHandlers(created, capabilities);
+    created.onclose = () => void close();
+    created.oninitialized = () => {
+      clientReady = true;
+    };
+    server = created;
+    await created.connect(gate);
+    gate.release();
+  }
+
   function close(): Promise<void> {
     // Flag first: a transport may report its close synchronously, before `closing` is assigned.
     stopping = true;
-    internals.detach(session);
-    closing ??= Promise.allSettled([server?.close(), upstream.close(), gateway.close()]).then(() =>
-      settleClosed('closed'),
-    );
+    gatewayInternals(gateway).detach(session);
+    closing ??= Promise.allSettled([
+      server?.close(),
+      upstream?.client.close(),
+      ...[...retired].map((client) => client.close()),
+      gateway.close(),
+    ]).then(() => settleClosed(outcome));
     return closing;
   }
 
-  upstream.onclose = () => {
-    if (!stopping) {
-      log('the upstream MCP server closed the connection');
-      settleClosed('upstream-lost');
-    }
-    void close();
-  };
-  upstream.fallbackNotificationHandler = async (notification: Notification) => {
-    if (!FORWARDED_NOTIFICATIONS.has(notification.method)) return;
-    if (!clientReady) return;
-    await server?.notification(notification as never).catch((error: unknown) => {
-      log(`could not forward ${notification.method}: ${String(error)}`);
-    });
-  };
-
+  let connected = false;
   return {
     closed,
     close,
     async connect(transport) {
-      if (server !== undefined) throw new Error('This transparent proxy is already connected; create one per client.');
+      if (connected) throw new Error('This transparent proxy is already connected; create one per client.');
+      connected = true;
+      const gate = new InitializeGate(transport);
+      gate.onclose = () => void close();
+      await gate.listen((initialize) => {
+        void openSession(gate, initialize).catch((error: unknown) => {
+          log(`could not open the session: ${error instanceof Error ? error.message : String(error)}`);
+          void close();
+        });
+      });
+    },
+    async reload(next) {
+      // Fallible steps first; nothing is swapped until they have worked.
+      const nextGateway = transparentGateway(next, options, log);
+      let fresh: Client | undefined;
+      const repoint =
+        upstream !== undefined &&
+        options.upstreamTransport === undefined &&
+        !sameUpstream(upstream.target, next.upstream);
+      let listed: Tool[] = [...shown.values()];
       try {
-        await upstream.connect(
-          options.upstreamTransport ??
-            createUpstreamTransport(config.upstream, {
-              ...(options.upstreamStderr !== undefined && { stderr: options.upstreamStderr }),
-            }),
-        );
+        if (repoint) {
+          fresh = await openUpstream(next.upstream);
+          listed = (await listAllTools(fresh)).filter((tool) => shown.has(tool.name));
+        }
       } catch (error) {
-        const detail = error instanceof Error ? error.message : String(error);
-        throw new ProxyError(
-          'downstream-unavailable',
-          `Cannot connect to the upstream MCP server (${describeUpstream(config.upstream)}): ${detail}`,
-          { cause: error },
-        );
+        await fresh?.close().catch(() => undefined);
+        await nextGateway.close();
+        throw error;
       }
-      // Closed while the upstream was starting: do not start serving.
       if (stopping) {
-        await upstream.close();
+        await fresh?.close();
+        await nextGateway.close();
         return;
       }
-      const capabilities = mirroredCapabilities(upstream.getServerCapabilities() ?? {});
-      const instructions = upstream.getInstructions();
-      const created = new Server(
-        { name: config.proxy.name, version: config.proxy.version },
-        { capabilities, ...(instructions !== undefined && { instructions }) },
-      );
-      registerHandlers(created, capabilities);
-      created.onclose = () => void close();
-      created.oninitialized = () => {
-        clientReady = true;
-      };
-      server = created;
-      await created.connect(transport);
+      const previousGateway = gateway;
+      const previous = upstream;
+      config = next;
+      gateway = nextGateway;
+      const internals = gatewayInternals(nextGateway);
+      internals.attach(session, connection);
+      if (fresh !== undefined) {
+        upstream = { client: fresh, target: next.upstream };
+        // Tools the session was shown stay discovered where the new upstream still offers them.
+        shown.clear();
+        for (const tool of listed) shown.set(tool.name, tool);
+        if (previous !== undefined) {
+          if (busy.has(previous.client)) retired.add(previous.client);
+          else void previous.client.close();
+        }
+      }
+      if (listed.length > 0) await internals.listed(session, facts(), listed, false);
+      gatewayInternals(previousGateway).detach(session);
+      void previousGateway.close();
+      if (fresh !== undefined && clientReady) {
+        await server
+          ?.sendToolListChanged()
+          .catch((error: unknown) => log(`could not notify the client: ${String(error)}`));
+      }
     },
   };
 }

@@ -1,4 +1,6 @@
 /** Transparent mode (SPEC §3.10): the `mcp-elicitation-proxy` drop-in and its elicitation middleware. */
+
+export { refusedMetaKey } from '../downstream/relay-server-requests';
 export type { BlockedCall, BlockReason, BlockStatus } from '../elicitation/blocked-call';
 export { blockedCallResult } from '../elicitation/blocked-call';
 export type { ElicitationFilterOptions } from '../elicitation/elicitation-filter';
@@ -12,8 +14,8 @@ export type {
 export { elicitationMiddleware } from '../elicitation/elicitation-middleware';
 export { isMissing } from '../elicitation/is-missing';
 export { matchSecretMarker } from '../elicitation/match-secret-marker';
-export type { TransparentProxy, TransparentProxyOptions } from './create-transparent-proxy';
-export { createTransparentProxy, UPSTREAM_CLIENT_CAPABILITIES } from './create-transparent-proxy';
+export type { TransparentOutcome, TransparentProxy, TransparentProxyOptions } from './create-transparent-proxy';
+export { createTransparentProxy, mirrorClientCapabilities } from './create-transparent-proxy';
 export { loadTransparentConfig } from './load-transparent-config';
 export type {
   ElicitationPolicy,

@@ -117,10 +117,11 @@ describe('examples/filesystem through the CLI (real server-filesystem over stdio
   });
 
   it('read_file of a file in the sandbox works end to end', async () => {
-    // Only the sandbox, and it stays so: the proxy declares no MCP roots that could replace it.
+    // Only the sandbox, and it stays so: the server's roots request at start is outside any call,
+    // so the proxy answers it with no roots (issue 18) and the server keeps its own arguments.
     const allowed = textOf(await findAndCall('list_allowed_directories', {}));
     expect(allowed.split('\n').slice(1)).toEqual([sandbox]);
-    expect(cli.stderr()).toContain('Client does not support MCP Roots, using allowed directories set from server args');
+    expect(cli.stderr()).toContain('server "filesystem" sent roots/list; answered with no roots');
     const result = await findAndCall('read_file', { path: join(sandbox, 'welcome.md') });
     expect(result.isError).toBeFalsy();
     expect(textOf(result)).toBe(readFileSync(join(sandbox, 'welcome.md'), 'utf8'));

@@ -24,10 +24,21 @@ async function writeConfig(text: string): Promise<string> {
 }
 
 /** Runs the bin to completion and collects its exit code and output. */
-async function runBin(args: string[], env: Record<string, string> = {}) {
-  const { status, stdout, stderr } = await runNode([BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+async function runBin(args: string[], env: Record<string, string> = {}, input?: { text: string; until: string }) {
+  const { status, stdout, stderr } = await runNode([BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    ...(input && { input: input.text, closeStdinAfter: input.until }),
+  });
   return { code: status, stdout, stderr };
 }
+
+/** A client's `initialize`, as one stdio line: the upstream opens only once it arrives. */
+const INITIALIZE = `${JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'cli-test', version: '1' } },
+})}\n`;
 
 const GOOD = `
 proxy:
@@ -70,9 +81,15 @@ describe('mcp-elicitation-proxy bin', () => {
 
   it('exits 1 when the upstream command cannot start', async () => {
     const path = await writeConfig('upstream:\n  command: /nonexistent/upstream-binary\n');
-    const { code, stderr } = await runBin(['--config', path]);
+    const { code, stdout, stderr } = await runBin(
+      ['--config', path],
+      {},
+      { text: INITIALIZE, until: 'Cannot connect' },
+    );
     expect(code).toBe(1);
     expect(stderr).toContain('Cannot connect to the upstream MCP server (command /nonexistent/upstream-binary)');
+    // The client's initialize is answered with the reason, not left hanging.
+    expect(JSON.parse(stdout)).toMatchObject({ id: 1, error: { message: expect.stringContaining('Cannot connect') } });
   });
 
   it('exits 0 when the client closes its end of stdio', async () => {
@@ -135,8 +152,10 @@ describe('runTransparentCli with an HTTP upstream', () => {
       errors += chunk.toString();
     });
     try {
+      const stdin = new PassThrough();
+      stdin.write(INITIALIZE);
       const code = await runTransparentCli(['--config', path], {
-        stdin: new PassThrough(),
+        stdin,
         stdout: new PassThrough(),
         stderr,
       });

@@ -5,12 +5,18 @@ import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/
 import {
   type CallToolResult,
   CallToolResultSchema,
+  type ClientCapabilities,
+  type CreateMessageRequest,
+  CreateMessageRequestSchema,
+  type CreateMessageResult,
   type ElicitRequest,
   type ElicitRequestFormParams,
   ElicitRequestSchema,
   type ElicitResult,
   type JSONRPCMessage,
+  ListRootsRequestSchema,
   ResultSchema,
+  type Root,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
   createTransparentProxy,
@@ -50,12 +56,20 @@ export async function connectThroughProxy(options: {
   /** Whether to list tools right after connecting (default true). */
   list?: boolean;
   gateway?: TransparentProxyOptions['gateway'];
+  /** Client capabilities to declare instead of the default (form elicitation when `answer` is given). */
+  capabilities?: ClientCapabilities;
+  /** Answers the upstream's sampling requests (declare `sampling` in `capabilities`). */
+  sample?: (params: CreateMessageRequest['params']) => CreateMessageResult | Promise<CreateMessageResult>;
+  /** The roots the client offers (declare `roots` in `capabilities`). */
+  roots?: Root[];
+  log?: (line: string) => void;
 }): Promise<ProxySession> {
   const proxy = createTransparentProxy({
     config: options.config,
     upstreamStderr: 'ignore',
     ...(options.upstreamTransport !== undefined && { upstreamTransport: options.upstreamTransport }),
     ...(options.gateway !== undefined && { gateway: options.gateway }),
+    ...(options.log !== undefined && { log: options.log }),
   });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   const sent: ProxySession['sent'] = [];
@@ -68,12 +82,15 @@ export async function connectThroughProxy(options: {
   const forms: ElicitRequestFormParams[] = [];
   const client = new Client(
     { name: 'test-client', version: '1.0.0' },
-    { capabilities: options.answer !== undefined ? { elicitation: { form: {} } } : {} },
+    { capabilities: options.capabilities ?? (options.answer !== undefined ? { elicitation: { form: {} } } : {}) },
   );
+  const { sample, roots } = options;
+  if (sample !== undefined) client.setRequestHandler(CreateMessageRequestSchema, (request) => sample(request.params));
+  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }));
   const { answer } = options;
   if (answer !== undefined) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
-      if (!('requestedSchema' in request.params)) throw new Error('the proxy only sends form elicitations');
+      if (!('requestedSchema' in request.params)) throw new Error('expected a form elicitation');
       forms.push(request.params);
       return answer(request.params);
     });

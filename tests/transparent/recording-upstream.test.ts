@@ -3,6 +3,8 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
+  type JSONRPCMessage,
+  LATEST_PROTOCOL_VERSION,
   ListToolsRequestSchema,
   ListToolsResultSchema,
   McpError,
@@ -251,14 +253,32 @@ describe('transparent proxy against a recording upstream', () => {
     await upstream.start();
     const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    const early: unknown[] = [];
-    clientSide.onmessage = (message) => early.push(message);
+    const received: JSONRPCMessage[] = [];
+    let answered: () => void = () => undefined;
+    const initialized = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    clientSide.onmessage = (message) => {
+      received.push(message);
+      if ('id' in message && message.id === 1) answered();
+    };
     await clientSide.start();
     await proxy.connect(serverSide);
+    // Initialize, but never send notifications/initialized: the client is not ready yet.
+    await clientSide.send({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    });
+    await initialized;
     await upstream.server.sendToolListChanged();
-    // The ping's answer comes back after the proxy has handled the notification sent before it.
+    // The ping's answer comes back after the proxy has handled the notification sent before it
+    // (and the proxy answers it itself: the client is not ready to be asked anything).
     await upstream.server.ping();
-    expect(early).toEqual([]);
+    expect(
+      received.map((message) => ('id' in message ? message.id : 'method' in message ? message.method : '')),
+    ).toEqual([1]);
     await proxy.close();
   });
 
@@ -272,21 +292,32 @@ describe('transparent proxy against a recording upstream', () => {
       transport.onclose?.();
       await closeTransport();
     };
-    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: transport });
-    const [, serverSide] = InMemoryTransport.createLinkedPair();
-    await proxy.connect(serverSide);
-    await proxy.close();
-    await expect(proxy.closed).resolves.toBe('closed');
+    session = await connectThroughProxy({ config: configFrom(BASE), upstreamTransport: transport });
+    await session.proxy.close();
+    await expect(session.proxy.closed).resolves.toBe('closed');
   });
 
   it('reports an upstream that goes away on its own as upstream-lost', async () => {
     const upstream = recordingUpstream();
     await upstream.start();
+    session = await connectThroughProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
+    await upstream.server.close();
+    await expect(session.proxy.closed).resolves.toBe('upstream-lost');
+  });
+
+  it('opens no upstream connection before the client initializes', async () => {
+    const upstream = recordingUpstream();
+    let initialized = false;
+    upstream.server.oninitialized = () => {
+      initialized = true;
+    };
+    await upstream.start();
     const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
     const [, serverSide] = InMemoryTransport.createLinkedPair();
     await proxy.connect(serverSide);
-    await upstream.server.close();
-    await expect(proxy.closed).resolves.toBe('upstream-lost');
+    expect(upstream.server.getClientCapabilities()).toBeUndefined();
+    expect(initialized).toBe(false);
+    await proxy.close();
   });
 
   it('refuses a tool the session was never listed (discovery gate) and the upstream never sees it', async () => {

@@ -2,7 +2,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { UPSTREAM_CLIENT_CAPABILITIES } from '../../proxy/transparent/index';
 import { blockedOf, callTool, configFrom, connectThroughProxy, EVERYTHING_ENTRY, type ProxySession } from './helpers';
 
 const PROBE = { name: 'TRANSPARENT_PROXY_PROBE', value: 'configured-in-yaml-42' };
@@ -34,8 +33,8 @@ describe('transparent proxy in front of server-everything (stdio)', () => {
     session = await connectThroughProxy({ config: everythingConfig() });
     const proxied = await session.client.request({ method: 'tools/list' }, ResultSchema);
 
-    // The same upstream, asked directly by a client with the proxy's own capabilities.
-    const direct = new Client({ name: 'direct', version: '1.0.0' }, { capabilities: UPSTREAM_CLIENT_CAPABILITIES });
+    // The same upstream, asked directly by a client declaring what the proxied client declared (nothing).
+    const direct = new Client({ name: 'direct', version: '1.0.0' }, { capabilities: {} });
     await direct.connect(
       new StdioClientTransport({ command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], stderr: 'ignore' }),
     );

@@ -1,0 +1,115 @@
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  type ClientCapabilities,
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ErrorCode,
+  ListRootsRequestSchema,
+  McpError,
+  PingRequestSchema,
+  type Result,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { SecretMarkers } from '../elicitation/match-secret-marker';
+import { screenUpstreamForm } from '../elicitation/screen-upstream-form';
+import type { RelayRequest } from '../gateway/types';
+
+/** `_meta` key on the decline an upstream receives when its form asked for a secret: the reason, in English. */
+export const refusedMetaKey = 'io.extensible-mcp/refused';
+
+/** Where one server→client request goes: a client session, or nowhere and why. */
+export type RelayTarget =
+  | { readonly send: RelayRequest; readonly capabilities: ClientCapabilities }
+  | { readonly refused: string };
+
+/** How a connection relays its server's requests (SPEC §3.10). */
+export interface ServerRequestRelay {
+  /** Who is asked, decided per request (search mode: the session whose call is in flight). */
+  target(method: string): RelayTarget;
+  /** The secret markers a server's form is screened with; `undefined` turns the screen off. */
+  readonly markers: SecretMarkers | undefined;
+  /** How long the client may take to answer (a human filling a form). */
+  readonly timeoutMs: number;
+  /** Describes the server in log lines (`the upstream`, `server "files"`). */
+  readonly label: string;
+  readonly log: (line: string) => void;
+  /** Told when a form is refused for asking a secret (the event hook). */
+  readonly onRefused?: (reason: string) => void;
+}
+
+function modeSupported(capabilities: ClientCapabilities, mode: 'form' | 'url'): boolean {
+  const elicitation = capabilities.elicitation;
+  if (elicitation === undefined) return false;
+  // An empty elicitation capability means form mode (the spec's backwards-compatible reading).
+  if (mode === 'form') return elicitation.form !== undefined || elicitation.url === undefined;
+  return elicitation.url !== undefined;
+}
+
+/**
+ * Installs, on the proxy's client toward a server, handlers that pass the server's requests on to
+ * the client session chosen by `relay`: `elicitation/create` (after the secret screen: a form
+ * asking for a secret is answered with a decline carrying the reason, and never shown),
+ * `sampling/createMessage`, `roots/list` (an empty list when no session can answer) and `ping`.
+ * Cancellation follows the server's `notifications/cancelled` through the handler's signal, and
+ * every relayed request has a timeout. Handlers exist only for what `declared` names.
+ */
+export function relayServerRequests(client: Client, declared: ClientCapabilities, relay: ServerRequestRelay): void {
+  const refuse = (method: string, reason: string): never => {
+    relay.log(`${relay.label} sent ${method}; refused: ${reason}`);
+    throw new McpError(ErrorCode.InvalidRequest, `Refused by the proxy: ${reason}`);
+  };
+  const options = (signal: AbortSignal) => ({ signal, timeout: relay.timeoutMs });
+
+  if (declared.elicitation !== undefined) {
+    client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
+      const secrets = relay.markers ? screenUpstreamForm(request.params, relay.markers) : [];
+      if (secrets.length > 0) {
+        const fields = secrets.map(({ field, marker }) => `"${field}" (looks like ${marker})`).join(', ');
+        const reason = `The form asked for a secret (${fields}); secrets are never collected through a form.`;
+        relay.log(`${relay.label} asked for a secret through a form; declined: ${fields}`);
+        relay.onRefused?.(reason);
+        return { action: 'decline', _meta: { [refusedMetaKey]: reason } };
+      }
+      const target = relay.target(request.method);
+      if ('refused' in target) return refuse(request.method, target.refused);
+      const mode = request.params.mode ?? 'form';
+      if (!modeSupported(target.capabilities, mode)) {
+        return refuse(request.method, `the client does not support ${mode}-mode elicitation`);
+      }
+      return (await target.send({ method: request.method, params: request.params }, options(extra.signal))) as never;
+    });
+  }
+
+  if (declared.sampling !== undefined) {
+    client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
+      const target = relay.target(request.method);
+      if ('refused' in target) return refuse(request.method, target.refused);
+      if (target.capabilities.sampling === undefined)
+        return refuse(request.method, 'the client does not support sampling');
+      return (await target.send({ method: request.method, params: request.params }, options(extra.signal))) as never;
+    });
+  }
+
+  if (declared.roots !== undefined) {
+    client.setRequestHandler(ListRootsRequestSchema, async (request, extra) => {
+      const target = relay.target(request.method);
+      // No session to ask, or one without roots: the server sees no roots, never another session's.
+      if ('refused' in target) {
+        relay.log(`${relay.label} sent roots/list; answered with no roots: ${target.refused}`);
+        return { roots: [] };
+      }
+      if (target.capabilities.roots === undefined) return { roots: [] };
+      return (await target.send(
+        { method: request.method, ...(request.params !== undefined && { params: request.params }) },
+        options(extra.signal),
+      )) as never;
+    });
+  }
+
+  client.setRequestHandler(PingRequestSchema, async (_request, extra): Promise<Result> => {
+    const target = relay.target('ping');
+    // Outside any session the proxy answers for itself: it is alive.
+    if ('refused' in target) return {};
+    await target.send({ method: 'ping' }, options(extra.signal));
+    return {};
+  });
+}
