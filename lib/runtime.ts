@@ -161,6 +161,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
             },
             resolvers: familySpendLookups({ household, store: store.identity }),
             now,
+            onDecision: recorded.onPolicyDecision,
           }),
         ),
         store: store.evidence,

@@ -84,6 +84,7 @@ export {
   openSqliteEvidenceStore,
   PAYMENT_IN_PROGRESS_REASON,
   type PolicyBundle,
+  type PolicyDecisionRecord,
   type PolicyOutcome,
   policyFilter,
   type ResolveInDoubt,

@@ -1,10 +1,12 @@
-import type { CallFilter, CallRequest, CallVerdict, DispatchOutcome } from '../../proxy/index';
+import type { CallFilter, CallRequest, CallVerdict, DispatchOutcome, PolicyDecisionRecord } from '../../proxy/index';
 import type { EventBus } from '../events';
 
 /** The two governed stages of `charge_invoice`, each wrapped to report what it decided. */
 export interface DecisionRecorder {
   /** Wraps the policy filter: one `policy-decision` event per evaluation, with the guidance on a deny. */
   policy(filter: CallFilter): CallFilter;
+  /** The policy filter's `onDecision` hook: which checks failed, for the event of that call. */
+  onPolicyDecision(record: PolicyDecisionRecord): void;
   /** Wraps the single-use filter: evidence held, spent, released, left in doubt, or refused. */
   singleUse(filter: CallFilter): CallFilter;
 }
@@ -22,6 +24,8 @@ export function recordDecisions(options: {
   const { events, policyTitle } = options;
   // Which calls the policy itself refused, so a refusal passed out through single-use is reported once.
   const policyDenied = new WeakSet<CallRequest>();
+  // The checks the policy reported as failed, by the call they were about.
+  const failedChecks = new WeakMap<CallRequest, readonly string[]>();
   const facts = (request: CallRequest, session: string) => {
     const orderId = request.arguments.invoiceId;
     return {
@@ -36,6 +40,10 @@ export function recordDecisions(options: {
   };
 
   return {
+    onPolicyDecision(record) {
+      if (record.failedChecks !== undefined) failedChecks.set(record.request, record.failedChecks);
+    },
+
     policy(filter) {
       return async function policyFilter(request, context) {
         let verdict: CallVerdict;
@@ -60,7 +68,11 @@ export function recordDecisions(options: {
             verdict.decision === 'allow'
               ? `${policyTitle} allowed ${request.tool}${amount(request)}: every signature and binding checked`
               : verdict.reason,
-          data: { tool: request.tool, policy: policyTitle },
+          data: {
+            tool: request.tool,
+            policy: policyTitle,
+            ...(verdict.decision === 'deny' ? { failedChecks: [...(failedChecks.get(request) ?? [])] } : {}),
+          },
         });
         return verdict;
       };

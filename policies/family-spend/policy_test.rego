@@ -68,6 +68,19 @@ test_invoice_hash_is_base64url_of_the_digest if {
 	hash == claims.vc.credentialSubject.invoiceHash
 }
 
+# Byte vectors from outside the policy (Python's base64.urlsafe_b64encode): all zero bits, all one
+# bits (the two padding bits of the last character), SHA-256("abc"), and the bytes 0..31.
+test_hex_to_base64url_vectors if {
+	family_spend.hex_to_base64url("0000000000000000000000000000000000000000000000000000000000000000") == "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	family_spend.hex_to_base64url("ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff") == "__________________________________________8"
+	family_spend.hex_to_base64url("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == "ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0"
+	family_spend.hex_to_base64url("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f") == "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
+}
+
+test_hex_to_base64url_needs_64_hex_digits if {
+	not family_spend.hex_to_base64url("00")
+}
+
 # The host evaluates `decision` alone: it must say exactly what the three documents say.
 decision_mismatches_documents contains c.name if {
 	some c in family_spend_cases

@@ -7,6 +7,8 @@ import type { PolicyOutcome } from './policy-engine';
 /** One policy decision, for the host's log (never shown to the model raw). */
 export interface PolicyDecisionRecord {
   readonly bundle: string;
+  /** The call decided on, as the filter saw it (a host relates the decision to its order with it). */
+  readonly request: CallRequest;
   readonly tool: string;
   readonly session: string;
   readonly decision: 'allow' | 'deny' | 'error';
@@ -50,7 +52,7 @@ export function policyFilter(options: PolicyFilterOptions): CallFilter {
   };
 
   return async function policyFilter(request: CallRequest, context: CallContext): Promise<CallVerdict> {
-    const base = { bundle: bundle.name, tool: request.tool, session: context.session };
+    const base = { bundle: bundle.name, request, tool: request.tool, session: context.session };
     const title = bundle.guidance.title;
     // 1. Assemble the input from the fetch plan, in order.
     const assembled = await assembleInput(bundle.fetchPlan, {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PasskeyRecord, Role } from '../../identity/index';
 import { familySpendLookups } from '../../lib/payments/family-spend-lookups';
@@ -175,6 +175,8 @@ async function wholeOrder(orders: number) {
 /** The payment benchmarks: the gated decision on both engines, and the whole order's server time. */
 export async function paymentsBench(): Promise<Record<string, unknown>> {
   const folder = await mkdtemp(join(tmpdir(), 'bench-payments-'));
+  // The 1-minute load average before and after: on a shared machine the tail follows it.
+  const loadBefore = loadavg()[0];
   try {
     const gated = {
       rego: {
@@ -188,6 +190,7 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
     };
     const order = await wholeOrder(10);
     return {
+      loadAverage: { before: loadBefore, after: loadavg()[0] },
       gatedChargeDecision: gated,
       wholeOrderServerTime: order,
       targets: {

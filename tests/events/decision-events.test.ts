@@ -82,6 +82,24 @@ describe('decision events', () => {
     expect(kinds(recorded.events.filter((event) => event.orderId === invoiceId))).toEqual(['approval-fulfilled:ok']);
   });
 
+  it('a policy denial names the checks that failed beside the guidance', async () => {
+    const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
+      invoice: string;
+      invoiceId: string;
+    };
+    const approvalId = await household.approve(invoice);
+    const { json } = await household.call('await_approval', { approvalId }, 'await approval');
+    const evidence = json?.evidence as Record<string, string>;
+    const merchantId = household.runtime.merchant?.did;
+    const tampered = await step(() =>
+      household.call('payments__charge_invoice', { invoiceId, amountCents: 1, merchantId, ...evidence }, 'pay'),
+    );
+    const denial = tampered.events.find((event) => event.kind === 'policy-decision');
+    expect(denial).toMatchObject({ outcome: 'deny', orderId: invoiceId });
+    expect(denial?.data?.failedChecks).toEqual(expect.arrayContaining([expect.stringMatching(/amount/)]));
+    expect(denial?.message).toMatch(/^Refused by the family spending policy/);
+  });
+
   it('evidence reused for other arguments is refused as such', async () => {
     const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
       invoice: string;
