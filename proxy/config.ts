@@ -77,6 +77,16 @@ const filtersSchema = z.strictObject({
   rego_policy: nonBlank.optional(),
 });
 
+/**
+ * The `search` block (issue 17). `model` picks the embedding tier: `minilm` (default: fast,
+ * all-MiniLM-L6-v2) or `mpnet` (the opt-in quality tier; needs `npm run model:stage-mpnet`).
+ * `vector_cache` keeps tool embeddings on disk between runs (default on).
+ */
+const searchSchema = z.strictObject({
+  model: z.enum(['minilm', 'mpnet']).default('minilm'),
+  vector_cache: z.boolean().default(true),
+});
+
 const configSchema = z.strictObject({
   mcpServers: z.record(z.string(), serverSchema).superRefine((servers, context) => {
     for (const name of Object.keys(servers)) {
@@ -85,6 +95,7 @@ const configSchema = z.strictObject({
     }
   }),
   filters: filtersSchema.default({}),
+  search: searchSchema.default({ model: 'minilm', vector_cache: true }),
 });
 
 /** A stdio downstream as configured. */
@@ -95,6 +106,8 @@ export type UrlServerConfig = z.infer<typeof urlServerSchema>;
 export type ServerConfig = StdioServerConfig | UrlServerConfig;
 /** The `filters` block. */
 export type FiltersConfig = z.infer<typeof filtersSchema>;
+/** The `search` block: which embedding tier, and whether vectors are cached on disk. */
+export type SearchConfig = z.infer<typeof searchSchema>;
 
 /** A validated search-mode config with every relative path resolved against its folder. */
 export interface ProxyConfig {
@@ -102,6 +115,7 @@ export interface ProxyConfig {
   readonly path: string;
   readonly servers: Readonly<Record<string, ServerConfig>>;
   readonly filters: FiltersConfig;
+  readonly search: SearchConfig;
 }
 
 /** Where the config file is looked for when no `--config` is given (SPEC §3.1), in order. */
@@ -177,5 +191,6 @@ export function loadConfig(path: string, environment: Readonly<Record<string, st
     path: absolute,
     servers,
     filters: rego_policy === undefined ? filters : { ...filters, rego_policy: resolve(folder, rego_policy) },
+    search: parsed.data.search,
   };
 }

@@ -90,7 +90,7 @@ export async function startHouseholdApp(
   const runtime = await startHouseholdRuntime({
     env,
     // The staged model, found from the repository root the app runs in (never fetched by the app).
-    embeddings: { modelDir: resolve('.models'), allowRemote: false },
+    embeddings: { modelDir: resolve('.models'), allowRemote: false, cacheDir: env.dataDir },
     logger: { info: () => undefined, error: (message, error) => console.error(message, error ?? '') },
   });
   try {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 
 const envSchema = z.object({
   EXTENSIBLE_MCP_CONFIG: z.string().min(1).optional(),
+  EXTENSIBLE_MCP_DATA: z.string().min(1).optional(),
   EXTENSIBLE_MCP_MODEL_DIR: z.string().min(1).optional(),
   EXTENSIBLE_MCP_OFFLINE: z.enum(['0', '1', 'true', 'false']).optional(),
   EXTENSIBLE_MCP_TOKENS_FILE: z.string().min(1).optional(),
@@ -11,6 +12,8 @@ const envSchema = z.object({
 /** The proxy CLI's environment, parsed once. */
 export interface ProxyEnv {
   readonly configPath: string | undefined;
+  /** `EXTENSIBLE_MCP_DATA`: where the tool-vector cache goes when set (else beside the config). */
+  readonly dataDir: string | undefined;
   /** Where the staged embedding model lives (default: the package's `.models`). */
   readonly modelDir: string;
   /** When true, the model is never fetched from its hub. */
@@ -26,6 +29,7 @@ export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): Prox
   const parsed = envSchema.parse(environment);
   return {
     configPath: parsed.EXTENSIBLE_MCP_CONFIG,
+    dataDir: parsed.EXTENSIBLE_MCP_DATA,
     modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../../.models', import.meta.url)),
     offline: parsed.EXTENSIBLE_MCP_OFFLINE === '1' || parsed.EXTENSIBLE_MCP_OFFLINE === 'true',
     tokensFile: parsed.EXTENSIBLE_MCP_TOKENS_FILE,

@@ -1,3 +1,4 @@
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, resolveConfigPath } from '../config';
 import { createTokenCredentials, resolveTokensPath } from '../credentials/index';
@@ -243,7 +244,13 @@ export async function runCli(argv: string[]): Promise<number> {
     gatewayOptions = {
       ...gatewayOptionsFromConfig(config),
       callTimeoutMs,
-      embeddings: { modelDir: env.modelDir, allowRemote: !(values.offline || env.offline) },
+      embeddings: {
+        modelDir: env.modelDir,
+        allowRemote: !(values.offline || env.offline),
+        model: config.search.model,
+        // The vector cache lives in the data folder when one is set, else beside the config.
+        ...(config.search.vector_cache && { cacheDir: env.dataDir ?? dirname(path) }),
+      },
       credentials: createTokenCredentials({ tokensPath: tokens.path, log: logLine }),
     };
     const regoPath = config.filters.rego_policy;

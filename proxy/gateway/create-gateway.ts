@@ -12,7 +12,7 @@ import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
 import { credentialArguments } from '../policy/fetch-plan';
 import type { PolicyBundle } from '../policy/load-bundle';
 import { policyAugmenter } from '../policy/policy-augmenter';
-import { type Embedder, loadMiniLm } from '../search/embedder';
+import { type Embedder, loadEmbedder, type SearchModel } from '../search/embedder';
 import { type IndexedTool, ToolIndex } from '../search/tool-index';
 import { DEFAULT_SECRET_MARKERS } from '../transparent/transparent-config';
 import { discoveryGate } from './discovery-gate';
@@ -68,7 +68,14 @@ export interface ProxyLogger {
 /** How the tool index gets its embedding model. */
 export type EmbeddingOptions =
   | false
-  | { readonly modelDir?: string; readonly allowRemote: boolean }
+  | {
+      readonly modelDir?: string;
+      readonly allowRemote: boolean;
+      /** `search.model` (default `minilm`). */
+      readonly model?: SearchModel;
+      /** Folder of the persistent vector cache; none when absent. */
+      readonly cacheDir?: string;
+    }
   | { readonly embedder: Promise<Embedder | undefined> };
 
 /** A policy bundle as the gateway governs with it: the loaded bundle and its call filter (normally single-use around the policy). */
@@ -183,10 +190,12 @@ function embedderFrom(
   if (options === false) return undefined;
   if (options && 'embedder' in options) return options.embedder;
   log('embedding model: loading in the background; search is lexical until it is ready');
-  return loadMiniLm({
+  return loadEmbedder({
     allowRemote: options?.allowRemote ?? true,
     log,
     ...(options?.modelDir && { modelDir: options.modelDir }),
+    ...(options?.model && { model: options.model }),
+    ...(options?.cacheDir && { cacheDir: options.cacheDir }),
   });
 }
 

@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { env, pipeline } from '@huggingface/transformers';
 
-const { model, modelDir, allowRemote } = workerData;
+const { model, modelDir, allowRemote, batchSize } = workerData;
 if (modelDir) env.localModelPath = modelDir;
 env.allowLocalModels = Boolean(modelDir);
 env.allowRemoteModels = allowRemote;
@@ -30,11 +30,30 @@ try {
   parentPort.postMessage({ failed: error instanceof Error ? error.message.split('\n')[0] : String(error) });
 }
 
+/**
+ * Embeds `texts` in batches of texts of similar length (sorted by length first), so padding a
+ * batch to its longest text wastes little; vectors come back in the order of `texts`.
+ */
+async function embedAll(texts) {
+  const order = texts.map((_, index) => index).sort((a, b) => texts[a].length - texts[b].length);
+  const vectors = new Array(texts.length);
+  for (let start = 0; start < order.length; start += batchSize) {
+    const batch = order.slice(start, start + batchSize);
+    const output = await extractor(
+      batch.map((index) => texts[index]),
+      { pooling: 'mean', normalize: true },
+    );
+    const width = output.dims[1] ?? 0;
+    batch.forEach((index, row) => {
+      vectors[index] = output.data.slice(row * width, (row + 1) * width);
+    });
+  }
+  return vectors;
+}
+
 parentPort.on('message', async ({ id, texts }) => {
   try {
-    const output = await extractor(texts, { pooling: 'mean', normalize: true });
-    const [rows = 0, width = 0] = output.dims;
-    const vectors = Array.from({ length: rows }, (_, row) => output.data.slice(row * width, (row + 1) * width));
+    const vectors = await embedAll(texts);
     parentPort.postMessage(
       { id, vectors },
       vectors.map((vector) => vector.buffer),

@@ -1,11 +1,20 @@
-/** BM25+ parameters (term-frequency saturation, length normalisation, lower bound per match). */
-const k1 = 1.2;
-const b = 0.7;
-const delta = 0.5;
-/** A query word of at least this many letters also matches the longer words it starts. */
-const minPrefixLength = 4;
-/** Weight of a prefix match relative to an exact match (before its length discount). */
-const prefixWeight = 0.375;
+/**
+ * The scoring constants, exported so the oracle test (`lexical-oracle.test.ts`) checks the
+ * index against a naive BM25+ with the same values.
+ */
+export const bm25Parameters = {
+  /** BM25+ term-frequency saturation. */
+  k1: 1.2,
+  /** BM25+ length normalisation. */
+  b: 0.7,
+  /** BM25+ lower bound per matched term. */
+  delta: 0.5,
+  /** A query word of at least this many letters also matches the longer words it starts. */
+  minPrefixLength: 4,
+  /** Weight of a prefix match relative to an exact match (before its length discount). */
+  prefixWeight: 0.375,
+} as const;
+const { k1, b, delta, minPrefixLength, prefixWeight } = bm25Parameters;
 
 /** The documents a term occurs in, for one field: rows and term frequencies, side by side. */
 interface Postings {
@@ -116,17 +125,24 @@ export class LexicalIndex {
     this.#documents--;
   }
 
-  /** Scores every document that matches a word of `query` (or, for longer words, a word they start). */
-  search(query: string): LexicalResult {
+  /**
+   * Scores every document that matches a word of `query` (or, for longer words, a word they
+   * start). `hints` are extra words matched in the first field only (the name), at `hintWeight`.
+   */
+  search(query: string, hints?: { readonly words: string; readonly weight: number }): LexicalResult {
     const scores = new Float32Array(this.#rowTerms.length);
     const matchedWords = new Uint16Array(scores.length);
     const lastWord = new Int32Array(scores.length).fill(-1);
     const rows: number[] = [];
     const words = [...new Set(this.#tokenize(query))];
-    words.forEach((word, wordIndex) => {
-      for (const [term, weight] of this.#expand(word)) {
+    const hintWords = hints ? [...new Set(this.#tokenize(hints.words))].filter((word) => !words.includes(word)) : [];
+    [...words, ...hintWords].forEach((word, wordIndex) => {
+      const isHint = wordIndex >= words.length;
+      for (const [term, expansionWeight] of isHint ? ([[word, 1]] as [string, number][]) : this.#expand(word)) {
+        const weight = isHint ? expansionWeight * (hints?.weight ?? 0) : expansionWeight;
         const postings = this.#terms.get(term) ?? [];
         this.#fields.forEach(({ boost }, field) => {
+          if (isHint && field > 0) return;
           const list = postings[field];
           if (!list || list.rows.length === 0) return;
           const lengths = this.#lengths[field] as number[];
@@ -140,7 +156,7 @@ export class LexicalIndex {
             const norm = k1 * (1 - b + (b * (lengths[row] ?? 0)) / averageLength);
             if (scores[row] === 0) rows.push(row);
             scores[row] = (scores[row] ?? 0) + factor * (delta + (frequency * (k1 + 1)) / (frequency + norm));
-            if (lastWord[row] !== wordIndex) {
+            if (lastWord[row] !== wordIndex && !isHint) {
               lastWord[row] = wordIndex;
               matchedWords[row] = (matchedWords[row] ?? 0) + 1;
             }

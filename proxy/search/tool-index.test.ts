@@ -1,6 +1,18 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Embedder } from './embedder';
-import { type IndexedTool, indexText, maskIdentifiers, ToolIndex, tokenize } from './tool-index';
+import {
+  embeddingText,
+  type IndexedTool,
+  indexText,
+  intentWords,
+  maskIdentifiers,
+  parameterText,
+  ToolIndex,
+  tokenize,
+} from './tool-index';
+
+/** Tools embedded from the SPEC §3.3 index text, which starts with the qualified name (`srv__…`): tests tell tool texts from queries by it. */
+const indexTextEmbedding = { embedding: 'index-text' } as const;
 
 const tool = (name: string, description: string, server: string | null = 'srv'): IndexedTool => ({
   name: server ? `${server}__${name}` : name,
@@ -36,6 +48,30 @@ describe('index text', () => {
     expect(
       maskIdentifiers('read https://example.com/a?b=1 and mail bob@example.com about /var/log/app.log in acme/web #12'),
     ).toBe('read URL and mail email address about file path in repository number');
+  });
+
+  it('masks a whole token by what it is: a date-like folder path is no repository, a dotted repository no file', () => {
+    expect(maskIdentifiers('summarise reports/2024/q3 for me')).toBe('summarise file path for me');
+    expect(maskIdentifiers('open an issue on vercel/next.js about caching')).toBe(
+      'open an issue on repository about caching',
+    );
+    expect(maskIdentifiers('what changed in src/index.ts?')).toBe('what changed in file path?');
+    expect(maskIdentifiers('star facebook/react, then read notes.md.')).toBe('star repository, then read file path.');
+    expect(maskIdentifiers('list open issues')).toBe('list open issues');
+  });
+
+  it('embeds the name in words and the description without docstring sections', () => {
+    const documented = tool(
+      'create_issue',
+      'Create a new issue in a repository.\n\nArgs:\n  title: the title\nReturns:\n  the issue',
+    );
+    expect(embeddingText(documented)).toBe('srv create issue: Create a new issue in a repository.');
+    expect(
+      parameterText({
+        ...documented,
+        inputSchema: { type: 'object', properties: { title: { type: 'string', description: 'Issue title' } } },
+      }),
+    ).toBe('title Issue title');
   });
 });
 
@@ -101,7 +137,7 @@ describe('ToolIndex', () => {
         return vectors;
       },
     };
-    const index = new ToolIndex(Promise.resolve(embedder));
+    const index = new ToolIndex(Promise.resolve(embedder), { ranking: indexTextEmbedding });
     index.replace('old', [tool('weather_report', 'Weather report for a city', 'old')]);
     await index.settled();
     const search = index.search('weather');
@@ -133,7 +169,7 @@ describe('ToolIndex', () => {
         return Float32Array.from({ length: rows }, (_, row) => (matrix[row * 2] ?? 0) * (query[0] ?? 0));
       },
     };
-    const index = new ToolIndex(Promise.resolve(embedder));
+    const index = new ToolIndex(Promise.resolve(embedder), { ranking: indexTextEmbedding });
     index.replace('early', [tool('lookup', 'Look up a record', 'early')]);
     await index.settled();
     index.replace('late', [tool('fetch', 'Fetch a page', 'late')]);
@@ -199,6 +235,7 @@ describe('ToolIndex when the embedding model fails after loading', () => {
     // Tool texts carry their qualified name (`srv__…`); a query does not.
     const index = new ToolIndex(Promise.resolve(faulty((texts) => texts.some((text) => !text.includes('__')))), {
       log: (line) => lines.push(line),
+      ranking: indexTextEmbedding,
     });
     index.replace('srv', tools);
     expect(await index.settled()).toBe('hybrid');
@@ -254,5 +291,34 @@ describe('ToolIndex when the embedding model fails after loading', () => {
     await drain();
     expect(unhandled).toEqual([]);
     expect(lines).toEqual([expect.stringMatching(/worker crashed/)]);
+  });
+});
+
+describe('intent words (issue 17)', () => {
+  it('maps everyday phrasings to the verbs tools are named with', () => {
+    expect(intentWords('get rid of the tmp_import collection')).toContain('delete');
+    expect(intentWords('what fields does a deal have?')).toContain('get');
+    expect(intentWords('add a row to Contacts')).toContain('create');
+    expect(intentWords('rename the field')).toContain('update');
+    expect(intentWords('kittens')).toBe('');
+  });
+
+  it('tells tools of one server apart by the action the query asks for', async () => {
+    const index = new ToolIndex();
+    index.replace('crm', [
+      tool('list_records', 'Records of a table in the CRM base', 'crm'),
+      tool('delete_records', 'Records of a table in the CRM base', 'crm'),
+      tool('create_records', 'Records of a table in the CRM base', 'crm'),
+    ]);
+    expect((await index.search('get rid of the records in the CRM table'))[0]?.name).toBe('crm__delete_records');
+    expect((await index.search('add records to the CRM table'))[0]?.name).toBe('crm__create_records');
+    // Without intent words the three tie on the description and the name decides nothing.
+    const plain = new ToolIndex(undefined, { ranking: { intentWords: false } });
+    plain.replace('crm', [
+      tool('list_records', 'Records of a table in the CRM base', 'crm'),
+      tool('delete_records', 'Records of a table in the CRM base', 'crm'),
+    ]);
+    const [first, second] = await plain.search('get rid of the records in the CRM table');
+    expect(first?.score).toBe(second?.score);
   });
 });

@@ -1,37 +1,87 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import type { Embedder } from '../../proxy/index';
 import { ToolIndex } from '../../proxy/search/tool-index';
 
-interface CorpusTool {
+/** A tool of a fixture corpus, as listed from its server. */
+export interface CorpusTool {
   readonly server: string;
   readonly name: string;
   readonly description: string;
   readonly inputSchema: Tool['inputSchema'];
 }
 
-interface Query {
+/** One query of a query set; `split` only in the unseen set. */
+export interface Query {
   readonly query: string;
   readonly expected: string;
   readonly alsoAcceptable?: readonly string[];
+  readonly split?: 'tuning' | 'held-out';
 }
+
+const corpusSchema = z.object({
+  tools: z.array(
+    z.object({
+      server: z.string().min(1),
+      name: z.string().min(1),
+      description: z.string(),
+      inputSchema: z.looseObject({ type: z.literal('object') }),
+    }),
+  ),
+});
+
+const queriesSchema = z.object({
+  queries: z.array(
+    z.object({
+      query: z.string().min(1),
+      expected: z.string().min(1),
+      alsoAcceptable: z.array(z.string()).optional(),
+      split: z.enum(['tuning', 'held-out']).optional(),
+    }),
+  ),
+});
 
 const fixture = (name: string) => new URL(`../fixtures/${name}`, import.meta.url);
 
-/** The real-server tool corpus (tests/fixtures/tool-corpus.json). */
-export function loadCorpus(): CorpusTool[] {
-  return (JSON.parse(readFileSync(fixture('tool-corpus.json'), 'utf8')) as { tools: CorpusTool[] }).tools;
+/** The original fixture (`tool-corpus.json`, `tool-queries.json`) and the unseen set written blind for issue 17. */
+export type FixtureSet = 'fixture' | 'unseen';
+
+const files: Record<FixtureSet, { corpus: string; queries: string }> = {
+  fixture: { corpus: 'tool-corpus.json', queries: 'tool-queries.json' },
+  unseen: { corpus: 'tool-corpus-unseen.json', queries: 'tool-queries-unseen.json' },
+};
+
+/** Whether the unseen set is present (it is committed before any tuning on it). */
+export function hasUnseenSet(): boolean {
+  return existsSync(fixture(files.unseen.corpus)) && existsSync(fixture(files.unseen.queries));
 }
 
-/** The query set (tests/fixtures/tool-queries.json). */
-export function loadQueries(): Query[] {
-  return (JSON.parse(readFileSync(fixture('tool-queries.json'), 'utf8')) as { queries: Query[] }).queries;
+/** A fixture corpus (default: the original `tool-corpus.json`). */
+export function loadCorpus(set: FixtureSet = 'fixture'): CorpusTool[] {
+  return corpusSchema.parse(JSON.parse(readFileSync(fixture(files[set].corpus), 'utf8'))).tools as CorpusTool[];
 }
 
-/** Builds an index over the corpus, one server per corpus server. */
-export async function buildIndex(options: { embedder?: Promise<Embedder | undefined> }): Promise<ToolIndex> {
+/** A fixture query set (default: the original `tool-queries.json`). */
+export function loadQueries(set: FixtureSet = 'fixture'): Query[] {
+  return queriesSchema.parse(JSON.parse(readFileSync(fixture(files[set].queries), 'utf8'))).queries as Query[];
+}
+
+/**
+ * The tools an evaluation indexes: the original corpus for the original queries; the original
+ * and the unseen corpora together for the unseen queries, so they choose among every tool.
+ */
+export function corpusFor(set: FixtureSet): CorpusTool[] {
+  return set === 'fixture' ? loadCorpus('fixture') : [...loadCorpus('fixture'), ...loadCorpus('unseen')];
+}
+
+/** Builds an index over `tools` (default: the original corpus), one server per corpus server. */
+export async function buildIndex(options: {
+  embedder?: Promise<Embedder | undefined>;
+  tools?: readonly CorpusTool[];
+}): Promise<ToolIndex> {
   const index = new ToolIndex(options.embedder);
-  const tools = loadCorpus();
+  const tools = options.tools ?? loadCorpus();
   for (const server of new Set(tools.map((tool) => tool.server))) {
     index.replace(
       server,
@@ -61,9 +111,11 @@ export interface RetrievalQuality {
   readonly misses: readonly { query: string; expected: string; got: readonly string[] }[];
 }
 
-/** recall@1, recall@5 and MRR of `index` on the query set. */
-export async function evaluateRetrieval(index: ToolIndex): Promise<RetrievalQuality> {
-  const queries = loadQueries();
+/** recall@1, recall@5 and MRR of `index` on `queries` (default: the original query set). */
+export async function evaluateRetrieval(
+  index: ToolIndex,
+  queries: readonly Query[] = loadQueries(),
+): Promise<RetrievalQuality> {
   let at1 = 0;
   let at5 = 0;
   let reciprocal = 0;
@@ -78,13 +130,42 @@ export async function evaluateRetrieval(index: ToolIndex): Promise<RetrievalQual
     if (rank >= 0) reciprocal += 1 / (rank + 1);
   }
   const round = (value: number) => Math.round(value * 1000) / 1000;
+  const count = Math.max(1, queries.length);
   return {
     mode: index.mode,
     queries: queries.length,
     tools: index.size,
-    recallAt1: round(at1 / queries.length),
-    recallAt5: round(at5 / queries.length),
-    mrr: round(reciprocal / queries.length),
+    recallAt1: round(at1 / count),
+    recallAt5: round(at5 / count),
+    mrr: round(reciprocal / count),
     misses,
+  };
+}
+
+/** Quality on each evaluation: the original fixture, and both halves of the unseen set when present. */
+export type QualityBySet = {
+  readonly fixture: RetrievalQuality;
+  readonly tuning?: RetrievalQuality;
+  readonly heldOut?: RetrievalQuality;
+};
+
+/** Evaluates the original fixture and, when present, the unseen set's tuning and held-out halves. */
+export async function evaluateAll(options: { embedder?: Promise<Embedder | undefined> }): Promise<QualityBySet> {
+  const build = (tools: readonly CorpusTool[]) =>
+    buildIndex({ tools, ...(options.embedder && { embedder: options.embedder }) });
+  const fixtureQuality = await evaluateRetrieval(await build(corpusFor('fixture')), loadQueries('fixture'));
+  if (!hasUnseenSet()) return { fixture: fixtureQuality };
+  const index = await build(corpusFor('unseen'));
+  const queries = loadQueries('unseen');
+  return {
+    fixture: fixtureQuality,
+    tuning: await evaluateRetrieval(
+      index,
+      queries.filter((query) => query.split === 'tuning'),
+    ),
+    heldOut: await evaluateRetrieval(
+      index,
+      queries.filter((query) => query.split === 'held-out'),
+    ),
   };
 }
