@@ -16,6 +16,29 @@ describe('the household event bus', () => {
     expect(errors.map((error) => error.message)).toEqual(['listener fault']);
   });
 
+  it('record throws when a required listener fails, before any other listener sees the event; emit never does', () => {
+    const bus = createEventBus();
+    const seen: string[] = [];
+    let failing = true;
+    bus.subscribe((event) => seen.push(`other ${event.kind}`));
+    bus.subscribe(
+      (event) => {
+        if (failing) throw new Error('disk full');
+        seen.push(`audit ${event.kind}`);
+      },
+      { required: true },
+    );
+    const decision = { source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: 'allowed' } as const;
+    expect(() => bus.record(decision)).toThrow('the policy-decision event could not be recorded');
+    expect(seen).toEqual([]);
+    bus.emit(decision);
+    expect(seen).toEqual(['other policy-decision']);
+    failing = false;
+    seen.length = 0;
+    bus.record(decision);
+    expect(seen).toEqual(['audit policy-decision', 'other policy-decision']);
+  });
+
   it('drops an event that breaks the schema, and says why', () => {
     const errors: Error[] = [];
     const bus = createEventBus({ onInvalid: (error) => errors.push(error) });

@@ -34,36 +34,58 @@ export type HouseholdEvent = z.infer<typeof HouseholdEvent>;
 /** Receives validated events. */
 export type HouseholdEventSink = (event: HouseholdEvent) => void;
 
+/** An event as emitters hand it in: the bus stamps the time when none is given. */
+export type EmittedEvent = Omit<HouseholdEvent, 'at'> & { readonly at?: string };
+
 /** The in-process event bus: validates every event against the one schema, then fans it out. */
 export interface EventBus {
-  emit(event: Omit<HouseholdEvent, 'at'> & { readonly at?: string }): void;
-  subscribe(listener: HouseholdEventSink): () => void;
+  emit(event: EmittedEvent): void;
+  /**
+   * As {@link emit}, but throws when a required listener (the audit table) could not take the
+   * event, before any other listener sees it: for decisions that must not take effect unrecorded.
+   */
+  record(event: EmittedEvent): void;
+  /** A `required` listener runs before the others; its failure is what {@link record} throws on. */
+  subscribe(listener: HouseholdEventSink, options?: { readonly required?: boolean }): () => void;
 }
 
 /**
  * Creates the event bus. An event that fails the schema is a programming error: it is reported to
- * `onInvalid` and dropped, never fanned out half-formed. A throwing listener never stops the others.
+ * `onInvalid` and dropped, never fanned out half-formed. A throwing listener never stops the others,
+ * except that {@link EventBus.record} stops at a required one.
  */
 export function createEventBus(options: { readonly onInvalid?: (error: Error) => void } = {}): EventBus {
+  const required = new Set<HouseholdEventSink>();
   const listeners = new Set<HouseholdEventSink>();
-  return {
-    emit(event) {
-      const parsed = HouseholdEvent.safeParse({ at: new Date().toISOString(), ...event });
-      if (!parsed.success) {
-        options.onInvalid?.(new Error(`invalid event ${event.kind}: ${z.prettifyError(parsed.error)}`));
-        return;
-      }
-      for (const listener of listeners) {
-        try {
-          listener(parsed.data);
-        } catch (error) {
-          options.onInvalid?.(error instanceof Error ? error : new Error(String(error)));
+  const report = (error: unknown) => options.onInvalid?.(error instanceof Error ? error : new Error(String(error)));
+
+  function publish(event: EmittedEvent, strict: boolean): void {
+    const parsed = HouseholdEvent.safeParse({ at: new Date().toISOString(), ...event });
+    if (!parsed.success) {
+      const error = new Error(`invalid event ${event.kind}: ${z.prettifyError(parsed.error)}`);
+      report(error);
+      if (strict) throw error;
+      return;
+    }
+    for (const listener of [...required, ...listeners]) {
+      try {
+        listener(parsed.data);
+      } catch (error) {
+        report(error);
+        if (strict && required.has(listener)) {
+          throw new Error(`the ${event.kind} event could not be recorded`, { cause: error });
         }
       }
-    },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
+    }
+  }
+
+  return {
+    emit: (event) => publish(event, false),
+    record: (event) => publish(event, true),
+    subscribe(listener, subscription = {}) {
+      const set = subscription.required === true ? required : listeners;
+      set.add(listener);
+      return () => set.delete(listener);
     },
   };
 }

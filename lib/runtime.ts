@@ -103,10 +103,14 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   // log) sees it. Until the store is open (identity opens it), the start's own events wait here.
   const early: HouseholdEvent[] = [];
   let audit: AuditLog | undefined;
-  events.subscribe((event) => {
-    if (audit === undefined) early.push(event);
-    else audit.append(event);
-  });
+  events.subscribe(
+    (event) => {
+      if (audit === undefined) early.push(event);
+      else audit.append(event);
+    },
+    // Required: a policy decision the table cannot take is refused (EventBus.record).
+    { required: true },
+  );
   if (options.onEvent) events.subscribe(options.onEvent);
   const identity = await startIdentity(env, {
     clock,

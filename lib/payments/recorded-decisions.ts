@@ -60,7 +60,9 @@ export function recordDecisions(options: {
           throw error;
         }
         if (verdict.decision === 'deny') policyDenied.add(request);
-        events.emit({
+        // Recorded, not just emitted: a decision the audit table cannot take throws here, and the
+        // pipeline refuses the call (fail closed) — no charge happens off the record.
+        events.record({
           ...facts(request, context.session),
           kind: 'policy-decision',
           outcome: verdict.decision,
