@@ -71,7 +71,6 @@ export {
 } from './web/household-app';
 export { AppHttpError, checkOrigin, jsonResponse, readJsonBody } from './web/http';
 export {
-  type LogEntry,
   LogFilter,
   type LogSource,
   liveLogStream,

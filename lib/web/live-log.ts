@@ -1,24 +1,11 @@
 import { z } from 'zod';
+import type { AuditEntry, AuditLog } from '../audit/audit-log';
 import { type HouseholdEvent, HouseholdEvent as HouseholdEventSchema } from '../events';
 import { AppHttpError } from './http';
 import { eventStreamResponse } from './sse';
 
-/** One row of the audit table as the live log sends it: the event, its row id and its chain hash. */
-export interface LogEntry {
-  readonly id: number;
-  readonly hash: string;
-  readonly event: HouseholdEvent;
-}
-
-/** What the live log reads: the audit table's rows after an id, and rows as they are appended. */
-export interface LogSource {
-  /** Rows with `id > afterId`, in order, at most `limit`. */
-  after(afterId: number, options: { readonly limit: number }): readonly LogEntry[];
-  /** The last row: its id is 0 when the table is empty. */
-  head(): { readonly rowId: number };
-  /** Called synchronously for each row appended in this process; returns the unsubscribe. */
-  subscribe(listener: (entry: LogEntry) => void): () => void;
-}
+/** What the live log reads of the audit table: rows after an id, its head, and rows as they are appended. */
+export type LogSource = Pick<AuditLog, 'after' | 'head' | 'subscribe'>;
 
 /** What a viewer may narrow the log to; every field optional and exact. */
 export const LogFilter = z.strictObject({
@@ -93,7 +80,7 @@ async function* logEntries(
   options: { readonly afterId: number; readonly filter: LogFilter; readonly signal: AbortSignal },
 ): AsyncGenerator<{ readonly id: number; readonly hash: string } & HouseholdEvent> {
   const { filter, signal } = options;
-  const queued: LogEntry[] = [];
+  const queued: AuditEntry[] = [];
   let overflowed = false;
   let wake: (() => void) | undefined;
   const unsubscribe = log.subscribe((entry) => {
@@ -134,6 +121,6 @@ async function* logEntries(
   }
 }
 
-function view(entry: LogEntry) {
+function view(entry: AuditEntry) {
   return { id: entry.id, hash: entry.hash, ...entry.event };
 }

@@ -11,6 +11,7 @@ import {
   verifyOrderApproval,
 } from '../../identity/index';
 import { safeJsonParse } from '../../proxy/index';
+import { dollars } from '../agent/invoice-terms';
 
 /** The outcome of re-verifying one signature, now. */
 export type LinkCheck = { readonly verified: true } | { readonly verified: false; readonly reason: string };
@@ -94,7 +95,7 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
     const binds = [
       { label: 'invoice id', value: record.invoiceId },
       { label: 'invoice hash', value: invoiceHashOf(record.invoice) },
-      { label: 'amount', value: money(record.totalCents) },
+      { label: 'amount', value: dollars(record.totalCents) },
       { label: 'merchant', value: `${name} (${record.merchantDid})` },
       { label: 'items', value: itemsOf(claims?.items) },
       { label: 'deliver to', value: String(claims?.deliverTo ?? '(none)') },
@@ -180,7 +181,7 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
       binds: [
         { label: 'invoice id', value: String(claims?.invoiceId ?? '(none)') },
         { label: 'invoice hash', value: String(claims?.invoiceHash ?? '(none)') },
-        { label: 'amount', value: typeof claims?.amountCents === 'number' ? money(claims.amountCents) : '(none)' },
+        { label: 'amount', value: typeof claims?.amountCents === 'number' ? dollars(claims.amountCents) : '(none)' },
         { label: 'merchant', value: String(claims?.merchantId ?? '(none)') },
         { label: 'payment reference', value: String(claims?.paymentRef ?? '(none)') },
       ],
@@ -295,11 +296,7 @@ function itemsOf(items: unknown): string {
   return items
     .map(
       (item: { name?: unknown; qty?: unknown; unitPriceCents?: unknown }) =>
-        `${String(item.qty)} × ${String(item.name)}${typeof item.unitPriceCents === 'number' ? ` at ${money(item.unitPriceCents)}` : ''}`,
+        `${String(item.qty)} × ${String(item.name)}${typeof item.unitPriceCents === 'number' ? ` at ${dollars(item.unitPriceCents)}` : ''}`,
     )
     .join('; ');
-}
-
-function money(cents: number): string {
-  return `$${(cents / 100).toFixed(2)}`;
 }

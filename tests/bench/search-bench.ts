@@ -8,6 +8,7 @@ import {
   corpusFor,
   evaluateAll,
   hasUnseenSet,
+  indexTools,
   type RetrievalQuality,
 } from '../retrieval/evaluate-retrieval';
 import { type Latency, measure } from './measure';
@@ -43,23 +44,6 @@ function realTools(count: number): CorpusTool[] {
     }
   }
   return result;
-}
-
-function indexTools(index: ToolIndex, tools: readonly CorpusTool[]): void {
-  for (const server of new Set(tools.map((tool) => tool.server))) {
-    index.replace(
-      server,
-      tools
-        .filter((tool) => tool.server === server)
-        .map((tool) => ({
-          name: `${server}__${tool.name}`,
-          server,
-          toolName: tool.name,
-          description: tool.description,
-          inputSchema: tool.inputSchema,
-        })),
-    );
-  }
 }
 
 /** Milliseconds since `start` (from `performance.now()`), one decimal. */

@@ -1,11 +1,11 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readHouseholdEnv } from '../../lib/env';
 import type { HouseholdEvent } from '../../lib/events';
 import { type HouseholdRuntime, startHouseholdRuntime } from '../../lib/runtime';
+import { freePort } from '../e2e/support/app-server';
 import { type ShopProcess, startShopProcess } from './shop-process';
 
 // SPEC §8 as docker runs it (deploy/docker-compose.yml), without Docker: the household writes its
@@ -16,17 +16,6 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 async function folder(): Promise<string> {
   const path = await mkdtemp(join(tmpdir(), 'deploy-trust-'));

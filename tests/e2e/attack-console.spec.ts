@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppServer, root, startAppServer } from './support/app-server';
+import { approve, enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, seriousViolations } from './support/browser';
 
 // Issue 15's attack console in Chromium, on the production build with the offline planner: a real
@@ -14,24 +15,6 @@ const browsers: E2eBrowser[] = [];
 let chat: Page;
 let child: Page;
 let parent: Page;
-
-/** WebAuthn needs a focused document: the spec brings each window to the front, as a person would. */
-async function enrol(page: Page, role: 'child' | 'parent'): Promise<void> {
-  await page.bringToFront();
-  await page.goto(`${app.origin}/approve?as=${role}`);
-  await page.getByLabel('Enter the enrollment code printed in the terminal').fill(app.codes[role] ?? '');
-  await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
-}
-
-async function approve(page: Page): Promise<void> {
-  await page.bringToFront();
-  await page.getByRole('button', { name: 'Approve with passkey' }).click();
-  await page
-    .getByText(/Approved ✓/)
-    .first()
-    .waitFor();
-}
 
 /** Every button, with the refusal it must show (the proxy's, the policy's, the household's or the shop's words). */
 const moves: ReadonlyArray<readonly [label: string, refusal: RegExp]> = [
@@ -68,8 +51,8 @@ beforeAll(async () => {
   const [windows, chatBrowser] = browsers as [E2eBrowser, E2eBrowser];
   child = await windows.page();
   parent = await windows.page();
-  await enrol(child, 'child');
-  await enrol(parent, 'parent');
+  await enrol(child, app, 'child');
+  await enrol(parent, app, 'parent');
   chat = await chatBrowser.page();
   await chat.goto(app.origin);
 });

@@ -6,6 +6,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ShopProcess, startShopProcess } from '../deploy/shop-process';
 import { type AppServer, freePort, root, startAppServer } from './support/app-server';
+import { enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser } from './support/browser';
 
 // Issue 16: the deploy's steps outside Docker, exactly as deploy/docker-compose.yml orders them
@@ -57,13 +58,6 @@ async function untilHealthy(check: () => ReturnType<typeof step>, retries: numbe
   throw new Error(`never healthy:\n${outputs.join('\n')}`);
 }
 
-async function enrol(page: Page, role: 'child' | 'parent'): Promise<void> {
-  await page.goto(`${app.origin}/approve?as=${role}`);
-  await page.getByLabel('Enter the enrollment code printed in the terminal').fill(app.codes[role] ?? '');
-  await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
-}
-
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), 'e2e-deploy-'));
   shopPort = await freePort();
@@ -112,7 +106,7 @@ describe('the deploy steps, outside Docker', () => {
     const [chatBrowser, childBrowser] = browsers as [E2eBrowser, E2eBrowser];
     chat = await chatBrowser.page();
     child = await childBrowser.page();
-    await enrol(child, 'child');
+    await enrol(child, app, 'child');
     await chat.goto(app.origin);
     await chat.getByLabel('Message').fill('a cheese slice to 12 Main St');
     await chat.getByLabel('Message').press('Enter');

@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppServer, startAppServer } from './support/app-server';
+import { enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot } from './support/browser';
 
 // More of SPEC §8–§9 in Chromium: both approval windows as two pages of ONE browser (one cookie
@@ -12,15 +13,6 @@ let chat: Page;
 let otherChat: Page;
 let child: Page;
 let parent: Page;
-
-/** WebAuthn needs a focused document: a person clicks into the window first, and so do the specs. */
-async function enrol(page: Page, role: 'child' | 'parent'): Promise<void> {
-  await page.bringToFront();
-  await page.goto(`${app.origin}/approve?as=${role}`);
-  await page.getByLabel('Enter the enrollment code printed in the terminal').fill(app.codes[role] ?? '');
-  await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
-}
 
 async function say(page: Page, text: string): Promise<void> {
   await page.getByLabel('Message').fill(text);
@@ -34,8 +26,8 @@ beforeAll(async () => {
   // The child's and the parent's windows side by side in one browser.
   child = await windows.page();
   parent = await windows.page();
-  await enrol(child, 'child');
-  await enrol(parent, 'parent');
+  await enrol(child, app, 'child');
+  await enrol(parent, app, 'parent');
   chat = await chatBrowser.page();
   await chat.goto(app.origin);
   otherChat = await otherBrowser.page();

@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppServer, startAppServer } from './support/app-server';
+import { approve, enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from './support/browser';
 
 // SPEC §9 in a real browser: the production build, the offline planner, the chat in one browser,
@@ -12,24 +13,9 @@ let chat: Page;
 let child: Page;
 let parent: Page;
 
-async function enrol(page: Page, role: 'child' | 'parent'): Promise<void> {
-  await page.goto(`${app.origin}/approve?as=${role}`);
-  await page.getByLabel('Enter the enrollment code printed in the terminal').fill(app.codes[role] ?? '');
-  await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
-}
-
 async function order(text: string): Promise<void> {
   await chat.getByLabel('Message').fill(text);
   await chat.getByLabel('Message').press('Enter');
-}
-
-async function approve(page: Page): Promise<void> {
-  await page.getByRole('button', { name: 'Approve with passkey' }).click();
-  await page
-    .getByText(/Approved ✓/)
-    .first()
-    .waitFor();
 }
 
 beforeAll(async () => {
@@ -39,8 +25,8 @@ beforeAll(async () => {
   chat = await chatBrowser.page();
   child = await childBrowser.page();
   parent = await parentBrowser.page();
-  await enrol(child, 'child');
-  await enrol(parent, 'parent');
+  await enrol(child, app, 'child');
+  await enrol(parent, app, 'parent');
   await chat.goto(app.origin);
 });
 

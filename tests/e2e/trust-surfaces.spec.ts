@@ -18,6 +18,7 @@ import {
   startHttpServer,
 } from '../../shop-agent/index';
 import { type AppServer, freePort, startAppServer } from './support/app-server';
+import { approve, enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from './support/browser';
 import { startTcpRelay, type TcpRelay } from './support/tcp-relay';
 
@@ -41,23 +42,6 @@ let child: Page;
 let parent: Page;
 let log: Page;
 let invoiceId: string;
-
-async function enrol(page: Page, role: 'child' | 'parent'): Promise<void> {
-  await page.bringToFront();
-  await page.goto(`${origin}/approve?as=${role}`);
-  await page.getByLabel('Enter the enrollment code printed in the terminal').fill(app.codes[role] ?? '');
-  await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
-}
-
-async function approve(page: Page): Promise<void> {
-  await page.bringToFront();
-  await page.getByRole('button', { name: 'Approve with passkey' }).click();
-  await page
-    .getByText(/Approved ✓/)
-    .first()
-    .waitFor();
-}
 
 /** The event ids the log page shows, top to bottom. */
 async function logIds(): Promise<number[]> {
@@ -107,8 +91,8 @@ beforeAll(async () => {
   const [windows, chatBrowser, logBrowser] = browsers as [E2eBrowser, E2eBrowser, E2eBrowser];
   child = await windows.page();
   parent = await windows.page();
-  await enrol(child, 'child');
-  await enrol(parent, 'parent');
+  await enrol(child, { origin, codes: app.codes }, 'child');
+  await enrol(parent, { origin, codes: app.codes }, 'parent');
   log = await logBrowser.page();
   await log.goto(`${origin}/log`);
   // The household pins the shop as soon as it answers: the log shows it.

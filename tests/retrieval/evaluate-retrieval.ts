@@ -76,12 +76,8 @@ export function corpusFor(set: FixtureSet): CorpusTool[] {
 }
 
 /** Builds an index over `tools` (default: the original corpus), one server per corpus server. */
-export async function buildIndex(options: {
-  embedder?: Promise<Embedder | undefined>;
-  tools?: readonly CorpusTool[];
-}): Promise<ToolIndex> {
-  const index = new ToolIndex(options.embedder);
-  const tools = options.tools ?? loadCorpus();
+/** Puts corpus tools into `index`, one server at a time, under their qualified names. */
+export function indexTools(index: ToolIndex, tools: readonly CorpusTool[]): void {
   for (const server of new Set(tools.map((tool) => tool.server))) {
     index.replace(
       server,
@@ -96,6 +92,14 @@ export async function buildIndex(options: {
         })),
     );
   }
+}
+
+export async function buildIndex(options: {
+  embedder?: Promise<Embedder | undefined>;
+  tools?: readonly CorpusTool[];
+}): Promise<ToolIndex> {
+  const index = new ToolIndex(options.embedder);
+  indexTools(index, options.tools ?? loadCorpus());
   await index.settled();
   return index;
 }
