@@ -103,8 +103,8 @@ function signatureFloor(builtins: HostBuiltins) {
  * fetch-plan lookups → every signature (invoice, two approvals, two memberships, two enrollments,
  * two passkey assertions) → policy → release, on both engines. `everySignature` verifies all of
  * them each time; `rememberedSignatures` lets the host remember valid EdDSA signatures, as a
- * running household does for its long-lived memberships and enrollments. Each is measured in
- * alternation with its signature floor (the same verifications, bare).
+ * running household does for its long-lived memberships and enrollments. `everySignature` is
+ * measured in alternation with its signature floor (the same nine verifications, bare).
  */
 async function gatedDecision(
   engine: 'rego' | 'cel',
