@@ -131,10 +131,10 @@ export function ChatApp() {
     void send(draft);
   };
   const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
-    // Enter sends; Shift+Enter is a new line.
+    // Enter sends (like the Send button, only while the session is live); Shift+Enter is a new line.
     if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) {
       event.preventDefault();
-      void send(draft);
+      if (connection === 'live') void send(draft);
     }
   };
 
@@ -283,6 +283,9 @@ export function ChatApp() {
               rows={2}
               maxLength={4000}
               value={draft}
+              // Read-only until the session is first live: the server renders it so, and text
+              // typed before the page hydrates would otherwise be lost without a word.
+              readOnly={connection === 'starting'}
               onChange={(event) => setDraft(event.target.value)}
               onKeyDown={onKeyDown}
               placeholder="Ask for a pizza… (Enter sends, Shift+Enter for a new line)"

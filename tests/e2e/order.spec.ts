@@ -42,6 +42,14 @@ describe('the Order Pizza flow in Chromium', () => {
     }
   });
 
+  it('the message box is read-only until the session is live, so nothing typed before the page hydrates is lost', async () => {
+    const served = await (await fetch(app.origin)).text();
+    expect(served).toMatch(/<textarea[^>]*id="chat-input"[^>]*readonly/i);
+    // Once the session is live, it is editable.
+    await chat.locator('#chat-input:not([readonly])').waitFor();
+    expect(await chat.getByLabel('Message').isEditable()).toBe(true);
+  });
+
   it('the chat says how tool search ranks (keyword search while the model warms up)', async () => {
     await chat
       .getByRole('status')
