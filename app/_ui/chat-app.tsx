@@ -131,10 +131,10 @@ export function ChatApp() {
     void send(draft);
   };
   const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
-    // Enter sends (like the Send button, only while the session is live); Shift+Enter is a new line.
+    // Enter sends when the Send button could (the session live, no message in flight); Shift+Enter is a new line.
     if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) {
       event.preventDefault();
-      if (connection === 'live') void send(draft);
+      if (connection === 'live' && !sending) void send(draft);
     }
   };
 
