@@ -84,6 +84,27 @@ async function charge(kit: AttackKit, args: Record<string, unknown>): Promise<At
   return step;
 }
 
+/**
+ * Asks the shop for a new invoice for the same pizza as `earlier` and pays it with `earlier`'s
+ * real approvals (its own invoice left out): the invoice, or the step that failed to get one.
+ */
+async function payNewInvoiceWithApprovalsOf(
+  kit: AttackKit,
+  earlier: RealEvidence,
+): Promise<{ invoice: { totalCents: number } } | { failed: AttackStep }> {
+  const { step, invoice } = await freshInvoice(kit, earlier.lines, earlier.deliverTo);
+  if (invoice === undefined) return { failed: step };
+  const { invoice: _earlierInvoice, ...approvals } = evidenceOf(earlier);
+  await charge(kit, {
+    invoiceId: invoice.invoiceId,
+    amountCents: invoice.totalCents,
+    merchantId: invoice.merchantId,
+    invoice: invoice.jws,
+    ...approvals,
+  });
+  return { invoice };
+}
+
 /** The evidence fields of a real request, exactly as the household stored them. */
 function evidenceOf(evidence: RealEvidence): Record<string, string> {
   const { child, parent } = evidence.record.approvals;
@@ -135,16 +156,9 @@ const moves: Readonly<Record<AttackMoveName, AttackMove>> = {
     async run(kit) {
       const paid = await kit.latestApproved({ paid: true });
       if (paid === undefined) return needsOrder('paid order whose approvals could be replayed');
-      const { step, invoice } = await freshInvoice(kit, paid.lines, paid.deliverTo);
-      if (invoice === undefined) return invoiceFailed(step);
-      const { invoice: _spentInvoice, ...approvals } = evidenceOf(paid);
-      await charge(kit, {
-        invoiceId: invoice.invoiceId,
-        amountCents: invoice.totalCents,
-        merchantId: invoice.merchantId,
-        invoice: invoice.jws,
-        ...approvals,
-      });
+      const paying = await payNewInvoiceWithApprovalsOf(kit, paid);
+      if ('failed' in paying) return invoiceFailed(paying.failed);
+      const { invoice } = paying;
       return {
         attempt: `Replayed the approvals of the ${dollars(paid.record.totalCents)} order already paid (${paid.record.invoiceId}) against a new ${dollars(invoice.totalCents)} invoice for the same pizza.`,
       };
@@ -175,16 +189,9 @@ const moves: Readonly<Record<AttackMoveName, AttackMove>> = {
     async run(kit) {
       const earlier = await kit.latestApproved({ role: 'parent' });
       if (earlier === undefined) return needsOrder("parent's approval");
-      const { step, invoice } = await freshInvoice(kit, earlier.lines, earlier.deliverTo);
-      if (invoice === undefined) return invoiceFailed(step);
-      const { invoice: _earlierInvoice, ...approvals } = evidenceOf(earlier);
-      await charge(kit, {
-        invoiceId: invoice.invoiceId,
-        amountCents: invoice.totalCents,
-        merchantId: invoice.merchantId,
-        invoice: invoice.jws,
-        ...approvals,
-      });
+      const paying = await payNewInvoiceWithApprovalsOf(kit, earlier);
+      if ('failed' in paying) return invoiceFailed(paying.failed);
+      const { invoice } = paying;
       return {
         attempt: `Passed the parent's (and the child's) real approvals of the earlier ${dollars(earlier.record.totalCents)} order (${earlier.record.status}) with a new ${dollars(invoice.totalCents)} invoice.`,
       };
