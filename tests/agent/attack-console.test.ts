@@ -3,10 +3,9 @@ import type { Role } from '../../identity/index';
 import { attackMoveNames } from '../../lib/agent/attacks';
 import { createChatService } from '../../lib/agent/create-chat-service';
 import type { ChatEvent, ChatService } from '../../lib/agent/types';
-import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';
-import type { ChargeRequest, PaymentRail } from '../../lib/payments/rail';
-import { startTestHousehold, type TestHousehold } from '../payments/household';
-import { is, readTranscript, type Transcript } from './chat-household';
+import type { ChargeRequest } from '../../lib/payments/rail';
+import { countingMockRail, type TestHousehold } from '../payments/household';
+import { type ChatHousehold, is, readTranscript, startChatHousehold, type Transcript } from './chat-household';
 
 // SPEC §8 attack console, issue 15: every move runs through the real proxy (the real shop over
 // stdio, payments under family-spend with single-use evidence) in a fresh MCP session, and is
@@ -15,50 +14,25 @@ import { is, readTranscript, type Transcript } from './chat-household';
 
 type AttackEvent = Extract<ChatEvent, { type: 'attack' }>;
 
+let chatHousehold: ChatHousehold;
 let household: TestHousehold;
 let chat: ChatService;
-const charges: ChargeRequest[] = [];
-const transcripts: Transcript[] = [];
+/** Every charge request that reached the rail. */
+let charges: ChargeRequest[];
 
 beforeAll(async () => {
-  const inner = createMockRail({ store: createMemoryMockRailStore() });
-  const rail: PaymentRail = {
-    name: 'mock',
-    charge: (request, options) => {
-      charges.push(request);
-      return inner.charge(request, options);
-    },
-  };
-  household = await startTestHousehold({ rail });
-  chat = createChatService({ runtime: household.runtime });
+  const counting = countingMockRail();
+  charges = counting.charges;
+  chatHousehold = await startChatHousehold({ rail: counting.rail });
+  ({ household, chat } = chatHousehold);
 }, 60_000);
 
 afterAll(async () => {
-  for (const transcript of transcripts) transcript.stop();
-  await chat?.close();
-  await household?.close();
+  await chatHousehold?.close();
 });
 
-async function session(service: ChatService = chat): Promise<Transcript> {
-  const { sessionId } = await service.createSession();
-  const transcript = readTranscript(service, sessionId);
-  transcripts.push(transcript);
-  return transcript;
-}
-
-/** The member approves with their passkey, as the approval window does (headless, virtual authenticator). */
-async function approve(role: Role, approvalId: string): Promise<void> {
-  const { runtime, members } = household;
-  const member = members[role];
-  const started = await runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
-  if (!started.ok) throw new Error(started.reason);
-  const approved = await runtime.identity.passkeys.approval.verify({
-    session: member.session,
-    ceremonyId: started.ceremonyId,
-    response: member.authenticator.assert(started.options),
-  });
-  if (!approved.verified) throw new Error(approved.reason);
-}
+const session = () => chatHousehold.session();
+const approve = (role: Role, approvalId: string) => chatHousehold.approve(role, approvalId);
 
 /** Runs `/attack <move>` as a turn; returns the turn's events and its one 'attack' event. */
 async function attack(transcript: Transcript, move: string): Promise<{ events: ChatEvent[]; result: AttackEvent }> {
@@ -278,11 +252,12 @@ describe('whichever planner runs the chat', () => {
     });
     try {
       expect(claudeChat.planner.kind).toBe('claude');
-      const transcript = await session(claudeChat);
+      const transcript = readTranscript(claudeChat, (await claudeChat.createSession()).sessionId);
       const { result } = await attack(transcript, 'load-attacker-server');
       expect(result.outcome).toBe('refused');
       expect(result.reason).toContain('The server name "payments" belongs to the operator\'s configuration');
       expect(transcript.events.some((event) => event.type === 'error')).toBe(false);
+      transcript.stop();
     } finally {
       await claudeChat.close();
     }

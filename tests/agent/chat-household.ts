@@ -6,6 +6,7 @@
 import type { Role } from '../../identity/index';
 import { type ChatServiceOptions, createChatService } from '../../lib/agent/create-chat-service';
 import type { ChatEvent, ChatService } from '../../lib/agent/types';
+import type { PaymentRail } from '../../lib/payments/rail';
 import { startTestHousehold, type TestHousehold } from '../payments/household';
 
 /** A household with a chat service on it. */
@@ -19,12 +20,16 @@ export interface ChatHousehold {
   close(): Promise<void>;
 }
 
-/** Starts the household and a chat service (offline unless `anthropic` is given). */
+/** Starts the household and a chat service (offline unless `anthropic` is given; the mock rail unless `rail` is). */
 export async function startChatHousehold(
-  options: Pick<ChatServiceOptions, 'anthropic' | 'store' | 'maxToolRounds' | 'maxLiveSessions'> = {},
+  options: Pick<ChatServiceOptions, 'anthropic' | 'store' | 'maxToolRounds' | 'maxLiveSessions'> & {
+    /** The household's payment rail (default: the mock rail). */
+    rail?: PaymentRail;
+  } = {},
 ): Promise<ChatHousehold> {
-  const household = await startTestHousehold();
-  const chat = createChatService({ runtime: household.runtime, ...options });
+  const { rail, ...chatOptions } = options;
+  const household = await startTestHousehold(rail ? { rail } : {});
+  const chat = createChatService({ runtime: household.runtime, ...chatOptions });
   const transcripts: Transcript[] = [];
   return {
     household,

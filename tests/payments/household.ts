@@ -10,7 +10,8 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Role, SessionRecord } from '../../identity/index';
 import { readHouseholdEnv } from '../../lib/env';
-import type { PaymentRail } from '../../lib/payments/rail';
+import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';
+import type { ChargeRequest, PaymentRail } from '../../lib/payments/rail';
 import { type HouseholdRuntime, type RuntimeOptions, startHouseholdRuntime } from '../../lib/runtime';
 import { connectInMemory } from '../../proxy/index';
 import { createSoftwareAuthenticator, type SoftwareAuthenticator } from '../identity/software-authenticator';
@@ -39,6 +40,22 @@ export interface TestHousehold {
   /** `request_approval`, then every required role approves with its passkey. */
   approve(invoice: string, roles?: readonly Role[]): Promise<string>;
   close(): Promise<void>;
+}
+
+/** The mock rail on memory, recording every charge request that reaches it (to prove none did). */
+export function countingMockRail(): { rail: PaymentRail; charges: ChargeRequest[] } {
+  const charges: ChargeRequest[] = [];
+  const inner = createMockRail({ store: createMemoryMockRailStore() });
+  return {
+    charges,
+    rail: {
+      name: 'mock',
+      charge: (request, options) => {
+        charges.push(request);
+        return inner.charge(request, options);
+      },
+    },
+  };
 }
 
 /** Starts a household on a new data folder (or `dataDir`), with the mock rail unless `rail` is given. */

@@ -1,26 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';
-import type { ChargeRequest, PaymentRail } from '../../lib/payments/rail';
+import type { ChargeRequest } from '../../lib/payments/rail';
 import { textOf } from '../proxy/helpers';
-import { startTestHousehold, type TestHousehold } from './household';
+import { countingMockRail, startTestHousehold, type TestHousehold } from './household';
 
 // Refused through the whole household with a reason a model can act on, and nothing reaches the
 // rail (SPEC §7.1, §10.5): every case is a real call_tool on the composed proxy.
 let household: TestHousehold;
-const charges: ChargeRequest[] = [];
+let charges: ChargeRequest[] = [];
 let slice: { invoiceId: string; evidence: Record<string, string> };
 let pepperoni: { invoiceId: string; evidence: Record<string, string> };
 let anotherPepperoni: { invoiceId: string; evidence: Record<string, string> };
 
 beforeAll(async () => {
-  const inner = createMockRail({ store: createMemoryMockRailStore() });
-  const rail: PaymentRail = {
-    name: 'mock',
-    charge: (request, options) => {
-      charges.push(request);
-      return inner.charge(request, options);
-    },
-  };
+  const { rail, charges: reaching } = countingMockRail();
+  charges = reaching;
   household = await startTestHousehold({ rail });
   const approved = async (sku: string) => {
     const { invoice, invoiceId } = (await household.invoice([{ sku, qty: 1 }])) as {

@@ -2,9 +2,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
 import { storeFileName } from '../../lib/index';
-import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';
-import type { ChargeRequest, PaymentRail } from '../../lib/payments/rail';
-import { startTestHousehold, type TestHousehold } from '../payments/household';
+import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
 import { textOf } from '../proxy/helpers';
 
 // A charge is never allowed off the record: when the audit table cannot take the policy's decision
@@ -18,15 +16,7 @@ afterEach(async () => {
 });
 
 it('a policy decision the audit table cannot take refuses the charge, and nothing is spent', async () => {
-  const charges: ChargeRequest[] = [];
-  const inner = createMockRail({ store: createMemoryMockRailStore() });
-  const rail: PaymentRail = {
-    name: 'mock',
-    async charge(request) {
-      charges.push(request);
-      return inner.charge(request);
-    },
-  };
+  const { rail, charges } = countingMockRail();
   household = await startTestHousehold({ rail });
   const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
     invoice: string;
