@@ -60,12 +60,20 @@ function needsOrder(what: string): { readonly needs: string } {
   return { needs: `This household has no ${what} yet. ${orderFirst}` };
 }
 
+/** A merchant-signed invoice and the terms read from its signed payload. */
+interface FreshInvoice {
+  readonly jws: string;
+  readonly invoiceId: string;
+  readonly totalCents: number;
+  readonly merchantId: string;
+}
+
 /** A fresh merchant-signed invoice for `lines`, from the real shop. */
 async function freshInvoice(
   kit: AttackKit,
   lines: RealEvidence['lines'] | ReadonlyArray<{ sku: string; qty: number }>,
   deliverTo: string,
-): Promise<{ step: AttackStep; invoice?: { jws: string; invoiceId: string; totalCents: number; merchantId: string } }> {
+): Promise<{ step: AttackStep; invoice?: FreshInvoice }> {
   await kit.discover('pizza__request_invoice', 'pizza order invoice');
   const step = await kit.call('pizza__request_invoice', { items: lines.map((line) => ({ ...line })), deliverTo });
   // The terms are read from the signed bytes (the payload's own iss, jti and total), not from the text around them.
@@ -74,6 +82,16 @@ async function freshInvoice(
   if (terms === undefined || typeof jws !== 'string') return { step };
   const { invoiceId, totalCents, merchantDid } = terms.order;
   return { step, invoice: { jws, invoiceId, totalCents, merchantId: merchantDid } };
+}
+
+/** The charge arguments that pay a fresh invoice exactly: its id, total and merchant, and the invoice itself. */
+function paying(invoice: FreshInvoice): Record<string, unknown> {
+  return {
+    invoiceId: invoice.invoiceId,
+    amountCents: invoice.totalCents,
+    merchantId: invoice.merchantId,
+    invoice: invoice.jws,
+  };
 }
 
 /** `payments__charge_invoice` with inline evidence, after searching for it: the call a model would make. */
@@ -95,13 +113,7 @@ async function payNewInvoiceWithApprovalsOf(
   const { step, invoice } = await freshInvoice(kit, earlier.lines, earlier.deliverTo);
   if (invoice === undefined) return { failed: step };
   const { invoice: _earlierInvoice, ...approvals } = evidenceOf(earlier);
-  await charge(kit, {
-    invoiceId: invoice.invoiceId,
-    amountCents: invoice.totalCents,
-    merchantId: invoice.merchantId,
-    invoice: invoice.jws,
-    ...approvals,
-  });
+  await charge(kit, { ...paying(invoice), ...approvals });
   return { invoice };
 }
 
@@ -139,12 +151,7 @@ const moves: Readonly<Record<AttackMoveName, AttackMove>> = {
     async run(kit) {
       const { step, invoice } = await freshInvoice(kit, [{ sku: 'large-pepperoni', qty: 1 }], kit.deliverTo);
       if (invoice === undefined) return invoiceFailed(step);
-      await charge(kit, {
-        invoiceId: invoice.invoiceId,
-        amountCents: invoice.totalCents,
-        merchantId: invoice.merchantId,
-        invoice: invoice.jws,
-      });
+      await charge(kit, paying(invoice));
       return {
         attempt: `Got a real invoice for ${dollars(invoice.totalCents)} signed by the shop and asked payments to charge it without any approval.`,
       };
@@ -231,12 +238,7 @@ const moves: Readonly<Record<AttackMoveName, AttackMove>> = {
       await kit.discover('request_approval', 'request approval from the household');
       const requested = await kit.call('request_approval', { invoice: invoice.jws });
       kit.expectRefused(requested, `The household accepted a ${dollars(invoice.totalCents)} approval request.`);
-      await charge(kit, {
-        invoiceId: invoice.invoiceId,
-        amountCents: invoice.totalCents,
-        merchantId: invoice.merchantId,
-        invoice: invoice.jws,
-      });
+      await charge(kit, paying(invoice));
       return {
         attempt: `The shop signed a ${dollars(invoice.totalCents)} invoice (its floor allows up to $500.00); asked the household to approve it, then asked payments to charge it anyway.`,
       };

@@ -83,17 +83,8 @@ describe('decision events', () => {
   });
 
   it('a policy denial names the checks that failed beside the guidance', async () => {
-    const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
-      invoice: string;
-      invoiceId: string;
-    };
-    const approvalId = await household.approve(invoice);
-    const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-    const evidence = json?.evidence as Record<string, string>;
-    const merchantId = household.runtime.merchant?.did;
-    const tampered = await step(() =>
-      household.call('payments__charge_invoice', { invoiceId, amountCents: 1, merchantId, ...evidence }, 'pay'),
-    );
+    const { invoiceId, args } = await household.approvedSlice();
+    const tampered = await step(() => household.call('payments__charge_invoice', { ...args, amountCents: 1 }, 'pay'));
     const denial = tampered.events.find((event) => event.kind === 'policy-decision');
     expect(denial).toMatchObject({ outcome: 'deny', orderId: invoiceId });
     expect(denial?.data?.failedChecks).toEqual(expect.arrayContaining([expect.stringMatching(/amount/)]));
@@ -101,18 +92,9 @@ describe('decision events', () => {
   });
 
   it('evidence reused for other arguments is refused as such', async () => {
-    const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
-      invoice: string;
-      invoiceId: string;
-    };
-    const approvalId = await household.approve(invoice);
-    const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-    const evidence = json?.evidence as Record<string, string>;
-    const merchantId = household.runtime.merchant?.did;
-    await household.call('payments__charge_invoice', { invoiceId, amountCents: 400, merchantId, ...evidence }, 'pay');
-    const reused = await step(() =>
-      household.call('payments__charge_invoice', { invoiceId, amountCents: 401, merchantId, ...evidence }, 'pay'),
-    );
+    const { invoiceId, args } = await household.approvedSlice();
+    await household.call('payments__charge_invoice', args, 'pay');
+    const reused = await step(() => household.call('payments__charge_invoice', { ...args, amountCents: 401 }, 'pay'));
     expect(reused.events.find((event) => event.kind === 'evidence-refused')).toMatchObject({
       outcome: 'deny',
       orderId: invoiceId,

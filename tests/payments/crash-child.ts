@@ -16,14 +16,7 @@ const household = await startTestHousehold({
     process.exit(137);
   },
 });
-const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
-  invoice: string;
-  invoiceId: string;
-};
-const approvalId = await household.approve(invoice);
-const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-const evidence = json?.evidence as Record<string, string>;
-const args = { invoiceId, amountCents: 400, merchantId: household.runtime.merchant?.did, ...evidence };
+const { approvalId, args } = await household.approvedSlice();
 process.stdout.write(`${JSON.stringify({ args, approvalId })}\n`);
 await household.call('payments__charge_invoice', args, 'pay charge invoice');
 // Never reached: the rail charged and the process died before the receipt.

@@ -39,6 +39,11 @@ export interface TestHousehold {
   invoice(items: ReadonlyArray<{ sku: string; qty: number }>, deliverTo?: string): Promise<Record<string, unknown>>;
   /** `request_approval`, then every required role approves with its passkey. */
   approve(invoice: string, roles?: readonly Role[]): Promise<string>;
+  /**
+   * A cheese slice ($4.00) invoiced and approved by the child: its ids, and the arguments of the
+   * charge that pays it with the evidence the household stored.
+   */
+  approvedSlice(): Promise<{ invoiceId: string; approvalId: string; args: Record<string, unknown> }>;
   close(): Promise<void>;
 }
 
@@ -147,6 +152,17 @@ export async function startTestHousehold(
         if (!approved.verified) throw new Error(approved.reason);
       }
       return approvalId;
+    },
+    async approvedSlice() {
+      const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
+        invoice: string;
+        invoiceId: string;
+      };
+      const approvalId = await household.approve(invoice);
+      const { json } = await household.call('await_approval', { approvalId }, 'await approval');
+      const evidence = json?.evidence as Record<string, string>;
+      const args = { invoiceId, amountCents: 400, merchantId: runtime.merchant?.did, ...evidence };
+      return { invoiceId, approvalId, args };
     },
     async close() {
       await client.close();

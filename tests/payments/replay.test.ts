@@ -42,22 +42,11 @@ function countingRail(
   return { rail, calls };
 }
 
-async function approvedSlice(household: TestHousehold) {
-  const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
-    invoice: string;
-    invoiceId: string;
-  };
-  const approvalId = await household.approve(invoice);
-  const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-  const evidence = json?.evidence as Record<string, string>;
-  return { invoiceId, args: { invoiceId, amountCents: 400, merchantId: household.runtime.merchant?.did, ...evidence } };
-}
-
 describe('one payment per evidence', () => {
   it('50 concurrent charges with the same evidence: one rail charge, one receipt', async () => {
     const { rail, calls } = countingRail();
     const household = await start({ rail });
-    const { args } = await approvedSlice(household);
+    const { args } = await household.approvedSlice();
     await household.client.callTool({ name: 'search_tools', arguments: { query: 'pay charge invoice', top_k: 50 } });
     const results = await Promise.all(
       Array.from({ length: 50 }, () =>
@@ -81,7 +70,7 @@ describe('one payment per evidence', () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'household-replay-'));
     folders.push(dataDir);
     const first = await startTestHousehold({ dataDir });
-    const { args } = await approvedSlice(first);
+    const { args } = await first.approvedSlice();
     const paid = await first.call('payments__charge_invoice', args, 'pay charge invoice');
     expect(paid.json, textOf(paid.result)).toMatchObject({ status: 'succeeded' });
     await first.close();
@@ -100,7 +89,7 @@ describe('one payment per evidence', () => {
     });
     const { rail, calls } = countingRail({ gate });
     const household = await start({ rail, callTimeoutMs: 300, railTimeoutMs: 200 });
-    const { args, invoiceId } = await approvedSlice(household);
+    const { args, invoiceId } = await household.approvedSlice();
     const timedOut = await household.call('payments__charge_invoice', args, 'pay charge invoice');
     expect(timedOut.result.isError).toBe(true);
     // The model retries while the rail is still busy: told to wait, nothing new reaches the rail.
@@ -121,7 +110,7 @@ describe('one payment per evidence', () => {
       decline: (request) => (request.idempotencyKey.includes('#') ? undefined : 'insufficient_funds'),
     });
     const household = await start({ rail });
-    const { args } = await approvedSlice(household);
+    const { args } = await household.approvedSlice();
     const declined = await household.call('payments__charge_invoice', args, 'pay charge invoice');
     expect(declined.result.isError).toBe(true);
     expect(textOf(declined.result)).toMatch(/declined \(insufficient_funds\).*nothing was charged/);
