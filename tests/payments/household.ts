@@ -39,6 +39,8 @@ export interface TestHousehold {
   invoice(items: ReadonlyArray<{ sku: string; qty: number }>, deliverTo?: string): Promise<Record<string, unknown>>;
   /** `request_approval`, then every required role approves with its passkey. */
   approve(invoice: string, roles?: readonly Role[]): Promise<string>;
+  /** One `sku` invoiced and approved by every required role: its ids and the evidence the household stored. */
+  approved(sku: string): Promise<{ invoiceId: string; approvalId: string; evidence: Record<string, string> }>;
   /**
    * A cheese slice ($4.00) invoiced and approved by the child: its ids, and the arguments of the
    * charge that pays it with the evidence the household stored.
@@ -47,17 +49,26 @@ export interface TestHousehold {
   close(): Promise<void>;
 }
 
-/** The mock rail on memory, recording every charge request that reaches it (to prove none did). */
-export function countingMockRail(): { rail: PaymentRail; charges: ChargeRequest[] } {
+/**
+ * The mock rail on memory, recording every charge request that reaches it (to prove none did, or
+ * one). `declineWhen` declines with a code; each charge waits for `gate` before the rail answers.
+ */
+export function countingMockRail(
+  options: { declineWhen?: (request: ChargeRequest) => string | undefined; gate?: Promise<void> } = {},
+): { rail: PaymentRail; charges: ChargeRequest[] } {
   const charges: ChargeRequest[] = [];
-  const inner = createMockRail({ store: createMemoryMockRailStore() });
+  const inner = createMockRail({
+    store: createMemoryMockRailStore(),
+    ...(options.declineWhen === undefined ? {} : { declineWhen: options.declineWhen }),
+  });
   return {
     charges,
     rail: {
       name: 'mock',
-      charge: (request, options) => {
+      async charge(request, chargeOptions) {
         charges.push(request);
-        return inner.charge(request, options);
+        await options.gate;
+        return inner.charge(request, chargeOptions);
       },
     },
   };
@@ -153,14 +164,17 @@ export async function startTestHousehold(
       }
       return approvalId;
     },
-    async approvedSlice() {
-      const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
+    async approved(sku) {
+      const { invoice, invoiceId } = (await household.invoice([{ sku, qty: 1 }])) as {
         invoice: string;
         invoiceId: string;
       };
       const approvalId = await household.approve(invoice);
       const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-      const evidence = json?.evidence as Record<string, string>;
+      return { invoiceId, approvalId, evidence: json?.evidence as Record<string, string> };
+    },
+    async approvedSlice() {
+      const { invoiceId, approvalId, evidence } = await household.approved('cheese-slice');
       const args = { invoiceId, amountCents: 400, merchantId: runtime.merchant?.did, ...evidence };
       return { invoiceId, approvalId, args };
     },

@@ -15,18 +15,9 @@ beforeAll(async () => {
   const { rail, charges: reaching } = countingMockRail();
   charges = reaching;
   household = await startTestHousehold({ rail });
-  const approved = async (sku: string) => {
-    const { invoice, invoiceId } = (await household.invoice([{ sku, qty: 1 }])) as {
-      invoice: string;
-      invoiceId: string;
-    };
-    const approvalId = await household.approve(invoice);
-    const { json } = await household.call('await_approval', { approvalId }, 'await approval');
-    return { invoiceId, evidence: json?.evidence as Record<string, string> };
-  };
-  slice = await approved('cheese-slice');
-  pepperoni = await approved('large-pepperoni');
-  anotherPepperoni = await approved('large-pepperoni');
+  slice = await household.approved('cheese-slice');
+  pepperoni = await household.approved('large-pepperoni');
+  anotherPepperoni = await household.approved('large-pepperoni');
 }, 120_000);
 
 afterAll(async () => {

@@ -2,10 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';
-import type { ChargeRequest, PaymentRail } from '../../lib/payments/rail';
 import { textOf } from '../proxy/helpers';
-import { startTestHousehold, type TestHousehold } from './household';
+import { countingMockRail, startTestHousehold, type TestHousehold } from './household';
 
 // SPEC §4.7: the same evidence pays once — twice in a row, fifty at once, across a restart, and
 // when the rail is slower than the model's patience. A decline spends nothing.
@@ -22,29 +20,9 @@ async function start(options: Parameters<typeof startTestHousehold>[0] = {}) {
   return household;
 }
 
-/** A rail that counts the charges that reached it, around the mock rail. */
-function countingRail(
-  options: { decline?: (request: ChargeRequest) => string | undefined; gate?: Promise<void> } = {},
-) {
-  const inner = createMockRail({
-    store: createMemoryMockRailStore(),
-    ...(options.decline === undefined ? {} : { declineWhen: options.decline }),
-  });
-  const calls: ChargeRequest[] = [];
-  const rail: PaymentRail = {
-    name: 'mock',
-    async charge(request) {
-      calls.push(request);
-      await options.gate;
-      return inner.charge(request);
-    },
-  };
-  return { rail, calls };
-}
-
 describe('one payment per evidence', () => {
   it('50 concurrent charges with the same evidence: one rail charge, one receipt', async () => {
-    const { rail, calls } = countingRail();
+    const { rail, charges: calls } = countingMockRail();
     const household = await start({ rail });
     const { args } = await household.approvedSlice();
     await household.client.callTool({ name: 'search_tools', arguments: { query: 'pay charge invoice', top_k: 50 } });
@@ -75,7 +53,7 @@ describe('one payment per evidence', () => {
     expect(paid.json, textOf(paid.result)).toMatchObject({ status: 'succeeded' });
     await first.close();
 
-    const { rail, calls } = countingRail();
+    const { rail, charges: calls } = countingMockRail();
     const second = await start({ dataDir, rail, enrol: false });
     const again = await second.call('payments__charge_invoice', args, 'pay charge invoice');
     expect(again.json?.receipt).toBe(paid.json?.receipt);
@@ -87,7 +65,7 @@ describe('one payment per evidence', () => {
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    const { rail, calls } = countingRail({ gate });
+    const { rail, charges: calls } = countingMockRail({ gate });
     const household = await start({ rail, callTimeoutMs: 300, railTimeoutMs: 200 });
     const { args, invoiceId } = await household.approvedSlice();
     const timedOut = await household.call('payments__charge_invoice', args, 'pay charge invoice');
@@ -106,8 +84,8 @@ describe('one payment per evidence', () => {
   });
 
   it('a decline spends nothing: the model is told why, and the same evidence pays on the next attempt', async () => {
-    const { rail, calls } = countingRail({
-      decline: (request) => (request.idempotencyKey.includes('#') ? undefined : 'insufficient_funds'),
+    const { rail, charges: calls } = countingMockRail({
+      declineWhen: (request) => (request.idempotencyKey.includes('#') ? undefined : 'insufficient_funds'),
     });
     const household = await start({ rail });
     const { args } = await household.approvedSlice();
