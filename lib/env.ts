@@ -17,8 +17,13 @@ export interface HouseholdEnv {
   readonly stripeSecretKey?: string;
   /** `EXTENSIBLE_MCP_POLICY_ENGINE`: which engine decides `family-spend`; default `rego` (WASM). */
   readonly policyEngine: 'rego' | 'cel';
-  /** `EXTENSIBLE_MCP_HTTP_TOKEN`: the bearer token of `/mcp`; absent → `/mcp` is a 404. */
+  /** `EXTENSIBLE_MCP_HTTP_TOKEN`: a bearer token of `/mcp`, the principal `token:mcp`. */
   readonly httpToken?: string;
+  /**
+   * `EXTENSIBLE_MCP_HTTP_TOKENS`: more `/mcp` clients, `name=token` entries separated by commas or
+   * spaces, each its own principal `token:<name>` (SPEC §3.5). With neither variable `/mcp` is a 404.
+   */
+  readonly httpTokens: readonly { readonly name: string; readonly token: string }[];
   /** `ANTHROPIC_API_KEY`: Claude drives the chat when set; absent → the offline planner. Never logged. */
   readonly anthropicApiKey?: string;
   /** `ANTHROPIC_MODEL`: which Claude model; absent → the agent's default. */
@@ -70,6 +75,24 @@ const Env = z.object({
       .regex(/^\S{16,}$/, 'must be at least 16 characters, without spaces')
       .optional(),
   ),
+  EXTENSIBLE_MCP_HTTP_TOKENS: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .transform((value) => value.split(/[\s,]+/).filter(Boolean))
+      .pipe(
+        z.array(
+          z
+            .string()
+            .regex(/^[A-Za-z0-9._-]{1,64}=\S{16,}$/, 'each entry must be name=token, the token 16+ characters')
+            .transform((entry) => {
+              const at = entry.indexOf('=');
+              return { name: entry.slice(0, at), token: entry.slice(at + 1) };
+            }),
+        ),
+      )
+      .optional(),
+  ),
   ANTHROPIC_API_KEY: z.preprocess(blankToUndefined, z.string().optional()),
   ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().max(200).optional()),
   EXTENSIBLE_MCP_TEST_CLOCK_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
@@ -102,6 +125,7 @@ export function readHouseholdEnv(
     ...(parsed.data.STRIPE_SECRET_KEY === undefined ? {} : { stripeSecretKey: parsed.data.STRIPE_SECRET_KEY }),
     policyEngine: parsed.data.EXTENSIBLE_MCP_POLICY_ENGINE,
     ...optional('httpToken', parsed.data.EXTENSIBLE_MCP_HTTP_TOKEN),
+    httpTokens: parsed.data.EXTENSIBLE_MCP_HTTP_TOKENS ?? [],
     ...optional('anthropicApiKey', parsed.data.ANTHROPIC_API_KEY),
     ...optional('anthropicModel', parsed.data.ANTHROPIC_MODEL),
     ...optional('testClockFile', parsed.data.EXTENSIBLE_MCP_TEST_CLOCK_FILE),

@@ -88,7 +88,8 @@ describe('the household event bus', () => {
     );
     const decision = fromProxyEvent({
       ts: at,
-      session: 's',
+      principal: 'chat:abc',
+      scope: 'Q2hhdFNjb3BlRGln',
       pipeline: 'call',
       filter: 'discoveryGate',
       tool: 'payments__charge_invoice',
@@ -99,7 +100,8 @@ describe('the household event bus', () => {
     expect(HouseholdEvent.parse({ at, ...decision })).toMatchObject({
       kind: 'call-decision',
       outcome: 'deny',
-      session: 's',
+      session: 'Q2hhdFNjb3BlRGln',
+      data: { principal: 'chat:abc' },
     });
   });
 });

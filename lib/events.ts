@@ -15,7 +15,10 @@ export const HouseholdEvent = z.strictObject({
   /** Noun then verb, kebab-case (`policy-decision`, `charge-succeeded`). */
   kind: z.string().regex(/^[a-z]+(-[a-z]+)+$/),
   outcome: z.enum(['allow', 'deny', 'ok', 'error', 'info']),
-  /** The MCP session the event belongs to, when there is one. */
+  /**
+   * The session the event belongs to, when there is one: for proxy decisions the digest of the
+   * discovery scope (never a raw MCP session id or handle, docs/protocol.md).
+   */
   session: z.string().max(200).optional(),
   /** The order (the invoice `jti`) it concerns, when known. */
   orderId: z.string().max(200).optional(),
@@ -98,9 +101,14 @@ export function fromProxyEvent(event: ProxyEvent): Omit<HouseholdEvent, 'at'> {
     source: 'proxy',
     kind: `${event.pipeline}-decision`,
     outcome,
-    session: event.session,
+    session: event.scope,
     message: `${event.filter} ${event.decision} ${event.tool}${event.reason ? `: ${event.reason}` : ''}`.slice(0, 2000),
-    data: { filter: event.filter, tool: event.tool.slice(0, 2000), durationUs: event.durationUs },
+    data: {
+      filter: event.filter,
+      tool: event.tool.slice(0, 2000),
+      principal: event.principal.slice(0, 2000),
+      durationUs: event.durationUs,
+    },
   };
 }
 

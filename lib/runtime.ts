@@ -82,8 +82,11 @@ export interface HouseholdRuntime {
   close(): Promise<void>;
 }
 
-/** Operator session name: the runtime's own calls (pinning the merchant) run in it, never a model's. */
-const operatorSession = 'household-operator';
+/** The runtime's own calls (pinning the merchant) run as the operator in a scope of their own, never a model's. */
+const operatorContext: CallContext = {
+  principal: { id: 'operator' },
+  scope: { kind: 'session', id: 'household-operator' },
+};
 /** The policy bundle that governs `payments`. */
 const familySpendDirectory = resolve('policies/family-spend');
 
@@ -189,6 +192,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         payments: { kind: 'in-process', server: createPaymentsServer(settlement) },
       },
       localTools: approvalTools(identity.approvals),
+      discoveryStore: store.discovery,
       // By reference first (the policy sees stored evidence), then a form for a missing required
       // field such as the delivery address; credential fields are never asked for.
       extraCallFilters: [
@@ -366,7 +370,7 @@ async function pinMerchant(
   identity: StartedIdentity,
   events: EventBus,
 ): Promise<{ did: string; name: string } | undefined> {
-  const context: CallContext = { session: operatorSession };
+  const context = operatorContext;
   await gateway.search({ query: 'merchant_card merchant DID document key', topK: 50 }, context);
   const result = await gateway.call({ tool: 'pizza__merchant_card', arguments: {} }, context);
   const text = result.content[0]?.type === 'text' ? result.content[0].text : '';

@@ -2,7 +2,14 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { IdentityError, type IdentityStore } from '../identity/index';
-import { createSqliteEvidenceStore, type EvidenceStore, evidenceStoreMigrations } from '../proxy/index';
+import {
+  createSqliteDiscoveryStore,
+  createSqliteEvidenceStore,
+  type DiscoveryStore,
+  discoveryStoreMigrations,
+  type EvidenceStore,
+  evidenceStoreMigrations,
+} from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
@@ -23,6 +30,7 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   'mock-rail': mockRailMigrations,
   chat: chatMigrations,
   audit: auditMigrations,
+  discovery: discoveryStoreMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -48,6 +56,8 @@ export interface HouseholdStore {
   readonly chat: ChatStore;
   /** The append-only, hash-chained audit log of every household event (SPEC §8). */
   readonly audit: AuditLog;
+  /** What each chat (and each `/mcp` session) has discovered (SPEC §3.5): any instance can take a turn over. */
+  readonly discovery: DiscoveryStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -79,6 +89,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       mockRail: createSqliteMockRailStore(opened),
       chat: createSqliteChatStore(opened),
       audit: createSqliteAuditLog(opened),
+      discovery: createSqliteDiscoveryStore(opened),
       close: () => {
         opened.close();
       },

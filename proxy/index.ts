@@ -22,7 +22,19 @@ export {
   outcomeMetaKey,
   type ProxyLogger,
 } from './gateway/create-gateway';
-export { type DiscoveryStore, memoryDiscoveryStore } from './gateway/discovery-store';
+export { scopeDigest } from './gateway/discovery-scope';
+export {
+  type DiscoveryLimits,
+  type DiscoveryStore,
+  defaultDiscoveryLimits,
+  memoryDiscoveryStore,
+} from './gateway/discovery-store';
+export {
+  createSqliteDiscoveryStore,
+  discoveryStoreMigrations,
+  openSqliteDiscoveryStore,
+  type SqliteDiscoveryStoreOptions,
+} from './gateway/sqlite-discovery-store';
 export type {
   Admission,
   AdmitReport,
@@ -31,6 +43,7 @@ export type {
   CallInput,
   CallRequest,
   CallVerdict,
+  DiscoveryScope,
   DiscoverySource,
   Dispatch,
   DispatchOutcome,
@@ -63,6 +76,7 @@ export {
   type HttpHandlerOptions,
   type HttpRequestContext,
 } from './http/http-handler';
+export { anonymousPrincipal, checkInboundTokens, type InboundToken, readInboundTokens } from './http/inbound-tokens';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
@@ -99,6 +113,7 @@ export {
   singleUseFilter,
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
+export { applyMigrations, type Migration } from './store/apply-migrations';
 export {
   createTransparentProxy,
   type ElicitationFilterOptions,

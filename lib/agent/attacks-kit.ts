@@ -80,6 +80,8 @@ export async function openAttackKit(context: TurnContext, options: AttackOptions
   // A fresh session: its discovery set is empty whatever the chat's own session has searched.
   const session: McpSession = await openMcpSession(options.gateway, {
     name: `chat-${context.session.sessionId}-attack-${move}`,
+    chatSession: context.session.sessionId,
+    fresh: true,
     // A move never asks the human for anything: a form would be declined.
     elicit: async () => ({ action: 'decline' }),
   });

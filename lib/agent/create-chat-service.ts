@@ -90,6 +90,7 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     const forms = new Map<string, PendingForm>();
     const opening = openMcpSession(runtime.gateway, {
       name: `chat-${sessionId}`,
+      chatSession: sessionId,
       elicit: (params, signal) => askHuman(sessionId, forms, params, signal),
     }).then(
       (mcp: McpSession): LiveSession => ({

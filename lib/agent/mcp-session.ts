@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   type CallToolResult,
@@ -22,8 +23,20 @@ export interface McpSession {
 /** Options of {@link openMcpSession}. */
 export interface McpSessionOptions {
   readonly name: string;
+  /** The chat session this MCP session serves: its principal, and its discovery scope unless `fresh`. */
+  readonly chatSession: string;
+  /** A scope of its own, empty whatever the chat has searched (the attack console's moves). */
+  readonly fresh?: boolean;
   /** Shows the proxy's form to the human and resolves with their answer. */
   readonly elicit: (params: ElicitRequestFormParams, signal: AbortSignal) => Promise<ElicitAnswer>;
+}
+
+/**
+ * The principal of a chat (SPEC §3.5): the chat session, named by a digest, since the session id
+ * is what the browser holds and events are public to the household's log.
+ */
+export function chatPrincipal(chatSession: string): { readonly id: string } {
+  return { id: `chat:${createHash('sha256').update(chatSession).digest('base64url').slice(0, 16)}` };
 }
 
 /** Longest a tool call may take: an elicitation form may wait for a person for up to ten minutes. */
@@ -38,6 +51,9 @@ export async function openMcpSession(gateway: Gateway, options: McpSessionOption
   const client: Client = await connectInMemory(gateway, {
     name: options.name,
     capabilities: { elicitation: { form: {} } },
+    principal: chatPrincipal(options.chatSession),
+    // The chat session is the scope, kept in the household store: another instance can take a turn over.
+    ...(options.fresh !== true && { scope: { kind: 'session', id: `chat:${options.chatSession}` } }),
   });
   client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
     if (!('requestedSchema' in request.params)) return { action: 'decline' };

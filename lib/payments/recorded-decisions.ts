@@ -1,4 +1,11 @@
-import type { CallFilter, CallRequest, CallVerdict, DispatchOutcome, PolicyDecisionRecord } from '../../proxy/index';
+import {
+  type CallFilter,
+  type CallRequest,
+  type CallVerdict,
+  type DispatchOutcome,
+  type PolicyDecisionRecord,
+  scopeDigest,
+} from '../../proxy/index';
 import type { EventBus } from '../events';
 
 /** The two governed stages of `charge_invoice`, each wrapped to report what it decided. */
@@ -51,7 +58,7 @@ export function recordDecisions(options: {
           verdict = await filter(request, context);
         } catch (error) {
           events.emit({
-            ...facts(request, context.session),
+            ...facts(request, scopeDigest(context.principal, context.scope)),
             kind: 'policy-decision',
             outcome: 'error',
             message: `${policyTitle} could not evaluate ${request.tool}, so it is refused (fail closed)`,
@@ -63,7 +70,7 @@ export function recordDecisions(options: {
         // Recorded, not just emitted: a decision the audit table cannot take throws here, and the
         // pipeline refuses the call (fail closed) — no charge happens off the record.
         events.record({
-          ...facts(request, context.session),
+          ...facts(request, scopeDigest(context.principal, context.scope)),
           kind: 'policy-decision',
           outcome: verdict.decision,
           message:
@@ -83,7 +90,7 @@ export function recordDecisions(options: {
     singleUse(filter) {
       return async function singleUse(request, context) {
         const verdict = await filter(request, context);
-        const base = facts(request, context.session);
+        const base = facts(request, scopeDigest(context.principal, context.scope));
         if (verdict.decision === 'deny') {
           if (!policyDenied.has(request)) {
             events.emit({

@@ -39,8 +39,8 @@ export interface CreateHouseholdAppOptions {
   readonly runtime: HouseholdRuntime;
   readonly env: HouseholdEnv;
   readonly chat: ChatService;
-  /** `/mcp`'s bearer token; absent → `/mcp` is a 404. */
-  readonly httpToken?: string;
+  /** `/mcp`'s named bearer tokens; none → `/mcp` is a 404. */
+  readonly httpTokens?: readonly { readonly name: string; readonly token: string }[];
 }
 
 /** Composes the app's surfaces over a started household runtime (tests pass their own runtime and chat). */
@@ -49,7 +49,7 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
   const mcp = createMcpEndpoint({
     gateway: runtime.gateway,
     origin: env.origin,
-    ...(options.httpToken === undefined ? {} : { token: options.httpToken }),
+    tokens: options.httpTokens ?? [],
   });
   return {
     origin: env.origin,
@@ -99,7 +99,7 @@ export async function startHouseholdApp(
       runtime,
       env,
       chat,
-      ...(env.httpToken === undefined ? {} : { httpToken: env.httpToken }),
+      httpTokens: [...(env.httpToken === undefined ? [] : [{ name: 'mcp', token: env.httpToken }]), ...env.httpTokens],
     });
     for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
       print(line);

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, resolveConfigPath } from '../config';
@@ -5,7 +6,9 @@ import { createTokenCredentials, resolveTokensPath } from '../credentials/index'
 import { ProxyError } from '../errors';
 import { gatewayOptionsFromConfig } from '../from-config';
 import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
+import type { DiscoveryStore } from '../gateway/discovery-store';
 import type { Gateway } from '../gateway/types';
+import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveHttp } from '../http/serve-http';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { regoPolicyFilter } from '../policy/index';
@@ -15,6 +18,7 @@ import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { reloadServers } from './reload-servers';
 import { runTransparentCli } from './run-transparent-cli';
 import { StdioTransport } from './stdio-transport';
+import { describeStore, openDiscoveryStore, parseStoreUrl } from './store-url';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -37,6 +41,12 @@ Options:
   --port N             HTTP port (default 3333).
   --host H             HTTP bind address (default 127.0.0.1). Host and Origin headers are checked.
   --allowed-host H:P   Also accept this Host header (repeatable), e.g. behind a reverse proxy.
+  --http-tokens FILE   Inbound clients' bearer tokens for --http (name=token lines, # comments; each
+                       token 16+ characters). A client must present one; its name is the client's
+                       principal, which owns its discovery scopes. Without this file there is no
+                       authentication: every HTTP client is the principal "anonymous".
+  --store URL          Where discovery scopes are kept: sqlite:FILE (shared by proxies on one
+                       file) or memory:. Default: sqlite:proxy.sqlite beside the config.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
   --offline            Never download the embedding model; use the staged one or lexical search.
   -h, --help           Show this help.
@@ -94,6 +104,8 @@ function parseCliArgs(argv: string[]) {
       port: { type: 'string', default: '3333' },
       host: { type: 'string', default: '127.0.0.1' },
       'allowed-host': { type: 'string', multiple: true },
+      'http-tokens': { type: 'string' },
+      store: { type: 'string' },
       'call-timeout': { type: 'string', default: '60000' },
       offline: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -227,6 +239,8 @@ export async function runCli(argv: string[]): Promise<number> {
   let gatewayOptions: GatewayOptions;
   let configPath: string;
   let running: Gateway;
+  let discoveryStore: DiscoveryStore | undefined;
+  let inboundTokens: readonly InboundToken[] | undefined;
   try {
     const path = resolveConfigPath({
       ...(values.config !== undefined && { flag: values.config }),
@@ -253,15 +267,26 @@ export async function runCli(argv: string[]): Promise<number> {
       },
       credentials: createTokenCredentials({ tokensPath: tokens.path, log: logLine }),
     };
+    if (values['http-tokens'] !== undefined) {
+      if (!values.http) return usageError('--http-tokens needs --http');
+      inboundTokens = readInboundTokens(values['http-tokens']);
+      logLine(`inbound tokens: ${values['http-tokens']} (${inboundTokens.length} clients)`);
+    }
+    const store = parseStoreUrl(values.store, path);
+    discoveryStore = openDiscoveryStore(store);
+    logLine(`store: ${describeStore(store)}`);
+    gatewayOptions = { ...gatewayOptions, discoveryStore };
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) gatewayOptions = { ...gatewayOptions, regoPolicy: await compileRego(regoPath) };
     // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
     // never a crash after the pid file exists.
     running = createGateway(gatewayOptions);
   } catch (error) {
+    await discoveryStore?.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
+  const openedStore = discoveryStore;
 
   // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can
@@ -286,6 +311,7 @@ export async function runCli(argv: string[]): Promise<number> {
   } catch (error) {
     process.off('SIGHUP', onHangup);
     await running.close();
+    await openedStore.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
@@ -299,12 +325,19 @@ export async function runCli(argv: string[]): Promise<number> {
   const started = running.start();
   reloading = started;
   if (values.http) {
-    const endpoint = await serveHttp(running, { host: values.host, port, allowedHosts: values['allowed-host'] ?? [] });
+    const endpoint = await serveHttp(running, {
+      host: values.host,
+      port,
+      allowedHosts: values['allowed-host'] ?? [],
+      ...(inboundTokens !== undefined && { inboundTokens }),
+    });
     process.stderr.write(`[extensible-mcp] serving Streamable HTTP at ${endpoint.url}\n`);
+    if (inboundTokens === undefined) logLine('no --http-tokens: every HTTP client is the principal "anonymous"');
     return waitForShutdown(async () => {
       release();
       await endpoint.close();
       await running.close();
+      await openedStore.close();
     });
   }
   // The proxy's own stdio transport: an oversized or malformed line is answered with a JSON-RPC
@@ -313,7 +346,8 @@ export async function runCli(argv: string[]): Promise<number> {
   const closed = new Promise<void>((resolve) => {
     transport.onclose = resolve;
   });
-  const server = createSearchModeServer(running);
+  // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
+  const server = createSearchModeServer(running, { principal: { id: `user:${userInfo().username}` } });
   server.onerror = (error) => logLine(error.message);
   await server.connect(transport);
   return waitForShutdown(async () => {
@@ -322,5 +356,6 @@ export async function runCli(argv: string[]): Promise<number> {
     await transport.close();
     release();
     await running.close();
+    await openedStore.close();
   }, closed);
 }

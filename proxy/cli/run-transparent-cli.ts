@@ -1,7 +1,10 @@
+import { userInfo } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ProxyError } from '../errors';
+import type { Principal } from '../gateway/types';
+import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
@@ -43,7 +46,14 @@ Options:
   --allowed-host H:P   Also accept this Host header (repeatable), e.g. behind a reverse proxy.
   --max-sessions N     HTTP sessions (and so upstream connections) open at once (default 16); a new
                        one closes the least recently used idle session, or is refused when all are busy.
+  --http-tokens FILE   Inbound clients' bearer tokens for --http (name=token lines; each token 16+
+                       characters): a client must present one, and its name is its principal. Without
+                       it there is no authentication: every HTTP client is the principal "anonymous".
   -h, --help           Show this help.
+
+Calls: a client may call any tool the upstream lists without listing first (clients cache lists);
+what filters.access_control hides (tools, deny_resources, deny_prompts) is neither listed nor
+callable, and each refusal is an event.
 
 Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
 upstream is re-pointed (a new connection per session; the old one closes when its calls end). A
@@ -62,6 +72,7 @@ interface TransparentFlags {
   readonly host?: string | undefined;
   readonly 'allowed-host'?: string[] | undefined;
   readonly 'max-sessions'?: string | undefined;
+  readonly 'http-tokens'?: string | undefined;
 }
 
 function wholeNumber(value: string | undefined, fallback: number, minimum: number): number | undefined {
@@ -94,6 +105,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
         host: { type: 'string' },
         'allowed-host': { type: 'string', multiple: true },
         'max-sessions': { type: 'string' },
+        'http-tokens': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -114,9 +126,9 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
   if (
     flags.http !== true &&
-    (flags.port ?? flags.host ?? flags['max-sessions'] ?? flags['allowed-host']) !== undefined
+    (flags.port ?? flags.host ?? flags['max-sessions'] ?? flags['allowed-host'] ?? flags['http-tokens']) !== undefined
   ) {
-    say('--port, --host, --allowed-host and --max-sessions need --http');
+    say('--port, --host, --allowed-host, --max-sessions and --http-tokens need --http');
     return TRANSPARENT_EXIT.usage;
   }
   const env = readTransparentEnv(io.env);
@@ -127,8 +139,10 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 
   let config: TransparentConfig;
+  let inboundTokens: readonly InboundToken[] | undefined;
   try {
     config = await loadTransparentConfig(configPath, env.variables);
+    if (flags['http-tokens'] !== undefined) inboundTokens = readInboundTokens(flags['http-tokens']);
   } catch (error) {
     if (ProxyError.isInstance(error)) {
       say(error.message);
@@ -138,8 +152,8 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 
   const live = new Set<TransparentProxy>();
-  const open = (): TransparentProxy => {
-    const proxy = createTransparentProxy({ config, log: say });
+  const open = (principal: Principal): TransparentProxy => {
+    const proxy = createTransparentProxy({ config, principal, log: say });
     live.add(proxy);
     void proxy.closed.then(() => live.delete(proxy));
     return proxy;
@@ -184,10 +198,12 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
           port,
           maxSessions,
           allowedHosts: flags['allowed-host'] ?? [],
+          ...(inboundTokens !== undefined && { inboundTokens }),
           describe: () => describeUpstream(config.upstream),
         })
       : await serveOverStdio({
-          proxy: open(),
+          // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
+          proxy: open({ id: `user:${userInfo().username}` }),
           stdin,
           stdout,
           say,
@@ -231,22 +247,24 @@ async function serveOverStdio(options: {
 
 /** Streamable HTTP: one proxy (and one upstream connection) per client session, bounded. */
 async function serveOverHttp(options: {
-  readonly open: () => TransparentProxy;
+  readonly open: (principal: Principal) => TransparentProxy;
   readonly live: ReadonlySet<TransparentProxy>;
   readonly say: (line: string) => void;
   readonly host: string;
   readonly port: number;
   readonly maxSessions: number;
   readonly allowedHosts: readonly string[];
+  readonly inboundTokens?: readonly InboundToken[];
   readonly describe: () => string;
 }): Promise<number> {
   const { say } = options;
-  const endpoint = await serveSessions((transport) => options.open().connect(transport), {
+  const endpoint = await serveSessions((transport, principal) => options.open(principal).connect(transport), {
     host: options.host,
     port: options.port,
     maxSessions: options.maxSessions,
     maxSessionsPerAddress: options.maxSessions,
     allowedHosts: options.allowedHosts,
+    ...(options.inboundTokens !== undefined && { inboundTokens: options.inboundTokens }),
   });
   say(
     `serving ${options.describe()} at ${endpoint.url} (transparent mode, Streamable HTTP, at most ${options.maxSessions} sessions)`,

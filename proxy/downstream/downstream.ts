@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -86,8 +86,32 @@ export async function fetchWithoutRedirects(input: string | URL | Request, init?
   return response;
 }
 
-function isConnectionLost(error: unknown): boolean {
-  return error instanceof McpError && error.code === ErrorCode.ConnectionClosed;
+/**
+ * Whether a Streamable HTTP server refused a request for want of a session (SPEC §3.11): 404 on
+ * the session, as the protocol says, or the 400 that common servers answer instead ("No valid
+ * session ID provided", "Server not initialized"). Either way the server never ran the request.
+ */
+function isSessionGone(error: unknown): boolean {
+  if (!(error instanceof StreamableHTTPError)) return false;
+  if (error.code === 404) return true;
+  return error.code === 400 && /session|not initiali[sz]ed/i.test(error.message);
+}
+
+/**
+ * Whether a failed call may still have run on the server (SPEC §3.12): anything but an answer or
+ * a definite refusal. A server's JSON-RPC error is its answer; a 4xx or 503 on the request, a
+ * refused redirect or credential, was a refusal before it ran. A connection that broke (`fetch
+ * failed`, a cut stream, a 500 or 502 from something in between) may have broken after the
+ * request was delivered: the call is in doubt, never a plain failure that a retry would repeat.
+ */
+function mayHaveRun(error: unknown): boolean {
+  if (ProxyError.isInstance(error)) return false;
+  if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed;
+  if (error instanceof StreamableHTTPError) {
+    const status = error.code ?? 0;
+    return !((status >= 400 && status < 500) || status === 503);
+  }
+  return true;
 }
 
 function describeRaw(error: unknown): string {
@@ -287,19 +311,42 @@ export class Downstream {
    * Calls `tool` with a timeout. A stdio child found dead before the call is restarted (and
    * re-indexed) first; a call interrupted by a lost connection is never replayed, since it may
    * have run (SPEC §3.2): it fails as `outcome-unknown`, and the next call restarts the child.
+   * An HTTP server that refused the call for want of a session (it restarted) never ran it: the
+   * session is opened afresh (and re-indexed) and the call sent once more, once (SPEC §3.11).
    */
   async call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
     const client = await this.connect();
     try {
       return await this.#callOnce(client, tool, args);
     } catch (error) {
-      if (!isConnectionLost(error)) throw this.#translate(error, tool);
-      this.#options.log(`server "${this.name}": connection lost during "${tool}"; not retried`);
-      throw new ProxyError(
-        'outcome-unknown',
-        `Server "${this.name}" lost its connection while running "${tool}"; the call may or may not have run, so it was not retried. Check its effect before calling again.`,
-        { cause: error },
-      );
+      if (isSessionGone(error)) return this.#callInNewSession(client, tool, args);
+      throw this.#callFailure(error, tool);
+    }
+  }
+
+  /** How a failed call is reported: in doubt when it may have run (never retried), else as what refused it. */
+  #callFailure(error: unknown, tool: string): ProxyError {
+    if (!mayHaveRun(error)) return this.#translate(error, tool);
+    this.#options.log(`server "${this.name}": connection lost during "${tool}"; not retried`);
+    return new ProxyError(
+      'outcome-unknown',
+      `Server "${this.name}" lost its connection while running "${tool}"; the call may or may not have run, so it was not retried. Check its effect before calling again.`,
+      { cause: error },
+    );
+  }
+
+  /** The server lost the session `stale` held: drop it, open a new one, and send the call that never ran again, once. */
+  async #callInNewSession(stale: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+    this.#options.log(
+      `server "${this.name}": its session is gone (the server restarted?); opening a new one and sending "${tool}" again`,
+    );
+    if (this.#client === stale) this.#client = undefined;
+    void stale.close().catch(() => undefined);
+    const client = await this.connect();
+    try {
+      return await this.#callOnce(client, tool, args);
+    } catch (error) {
+      throw this.#callFailure(error, tool);
     }
   }
 

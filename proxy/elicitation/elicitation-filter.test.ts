@@ -21,7 +21,8 @@ const request: CallRequest = {
 function contextAnswering(result: ElicitResult | Error) {
   const asked: ElicitRequest['params'][] = [];
   const context: CallContext = {
-    session: 's1',
+    principal: { id: 'test' },
+    scope: { kind: 'session', id: 's1' },
     elicit: async (params) => {
       asked.push(params);
       if (result instanceof Error) throw result;
@@ -84,7 +85,10 @@ describe('elicitationFilter', () => {
   });
 
   it('denies with elicitation_unsupported when the client cannot show forms', async () => {
-    const verdict = await elicitationFilter()(request, { session: 's1' });
+    const verdict = await elicitationFilter()(request, {
+      principal: { id: 'test' },
+      scope: { kind: 'session' as const, id: 's1' },
+    });
     expect(verdict.decision === 'deny' && JSON.parse(verdict.reason)).toMatchObject({
       reason: 'elicitation_unsupported',
     });

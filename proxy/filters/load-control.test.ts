@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { globProblem, loadControl, urlPatternProblem } from './load-control';
 
-const context = { session: 's' };
+const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 's' } };
 const decide = (options: Parameters<typeof loadControl>[0], url: string, serverName = 'x') =>
   loadControl(options)({ serverName, url }, context);
 

@@ -88,7 +88,7 @@ describe('safeLoad', () => {
       throw new Error('ENOTFOUND');
     };
     const filter = safeLoad({ resolve });
-    const context = { session: 's' };
+    const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 's' } };
     expect(await filter({ serverName: 'x', url: 'https://private.example/mcp' }, context)).toMatchObject({
       decision: 'deny',
     });

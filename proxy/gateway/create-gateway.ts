@@ -15,7 +15,8 @@ import { policyAugmenter } from '../policy/policy-augmenter';
 import { type Embedder, loadEmbedder, type SearchModel } from '../search/embedder';
 import { type IndexedTool, ToolIndex } from '../search/tool-index';
 import { DEFAULT_SECRET_MARKERS } from '../transparent/transparent-config';
-import { discoveryGate } from './discovery-gate';
+import { discoveryGate, listingGate } from './discovery-gate';
+import { mintHandle, scopeDigest, scopeKey } from './discovery-scope';
 import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 import {
   type PipelineReporter,
@@ -215,11 +216,6 @@ function elapsedUs(start: bigint): number {
 
 /** Internal seams for faces inside `proxy/` (never exported from the public entry). */
 export interface GatewayInternals {
-  /**
-   * A transparent face records the `tools/list` answer its session received (SPEC §3.5): a first
-   * page replaces what the session was shown, a later page (`append`) adds to it.
-   */
-  listed(session: string, server: ServerFacts, tools: readonly Tool[], append: boolean): Promise<void>;
   /** A transparent face attaches its session's own upstream connection. */
   attach(session: string, connection: SessionConnection): void;
   detach(session: string): void;
@@ -234,6 +230,12 @@ export interface GatewayInternals {
 /** A per-session upstream connection (transparent mode opens one per client session, SPEC §3.10). */
 export interface SessionConnection {
   readonly facts: ServerFacts;
+  /**
+   * The upstream's current definition of `tool`, or `undefined` when it does not list it now: the
+   * stamp filters read, and what transparent mode's gate allows (SPEC §3.5). No earlier listing
+   * by the client is needed.
+   */
+  find(tool: string): Promise<Tool | undefined>;
   call(tool: string, args: Record<string, unknown>, context: CallContext): Promise<CallToolResult>;
 }
 
@@ -263,8 +265,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   const sessions = new Map<string, SessionConnection>();
   /** Calls in flight per downstream, by server name: whom a downstream's own request belongs to. */
   const inFlight = new Map<Downstream, Set<{ readonly context: CallContext }>>();
-  /** Tool definitions a transparent session was shown, by session then bare name. */
-  const listings = new Map<string, Map<string, { server: ServerFacts; tool: Tool }>>();
   const localTools = new Map<string, LocalTool>();
   /**
    * The URL the operator admitted each HTTP server name at (config or `admit`): the only URL its
@@ -335,7 +335,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       ] as SearchFilter[],
       call: [
         access.call,
-        discoveryGate({ store }),
+        discovery === 'listing' ? listingGate() : discoveryGate({ store }),
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),
         ...(governance
@@ -420,7 +420,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     const calls = [...(inFlight.get(downstream) ?? [])];
     const latest = calls.at(-1)?.context;
     if (latest === undefined) return { refused: `no call to server "${name}" is in progress` };
-    const asking = new Set(calls.map((call) => call.context.session));
+    const asking = new Set(calls.map((call) => scopeDigest(call.context.principal, call.context.scope)));
     if (asking.size > 1) {
       return {
         refused: `calls from ${asking.size} sessions to server "${name}" are in progress; the proxy cannot tell which one asked`,
@@ -540,6 +540,32 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     }
   }
 
+  /**
+   * Records what a search returned in the caller's scope (SPEC §3.5). A sessionless caller's own
+   * live handle gathers this search too; any other handle (none, expired, forged, another
+   * principal's) is replaced by a fresh one, since a search grants nothing by itself. Returns the
+   * handle to pass back, for a handle scope.
+   */
+  async function discovered(names: readonly string[], context: CallContext): Promise<string | undefined> {
+    const { principal, scope } = context;
+    if (scope.kind === 'session') {
+      const key = scopeKey(principal, scope);
+      if (key !== undefined) await store.remember(key, names);
+      return undefined;
+    }
+    const presented = scopeKey(principal, scope);
+    const handle = presented !== undefined && (await store.live(presented)) ? scope.handle : undefined;
+    const kept = handle ?? mintHandle();
+    const key = scopeKey(principal, { kind: 'handle', handle: kept });
+    if (key !== undefined) await store.remember(key, names);
+    return kept;
+  }
+
+  /** A transparent session's own upstream connection, by the session scope it was attached under. */
+  function sessionOf(context: CallContext): SessionConnection | undefined {
+    return context.scope.kind === 'session' ? sessions.get(context.scope.id) : undefined;
+  }
+
   /** What the gateway knows about `tool` for this session: the stamp every filter reads. */
   async function stamp(input: CallInput, context: CallContext): Promise<CallRequest> {
     let server: ServerFacts | undefined;
@@ -547,12 +573,13 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     let inputSchema: Tool['inputSchema'] | undefined;
     let hasOutputSchema = false;
     if (discovery === 'listing') {
-      const listed = listings.get(context.session)?.get(input.tool);
-      if (listed) {
-        server = listed.server;
-        toolName = listed.tool.name;
-        inputSchema = listed.tool.inputSchema;
-        hasOutputSchema = listed.tool.outputSchema !== undefined;
+      const connection = sessionOf(context);
+      const listed = await connection?.find(input.tool);
+      if (connection && listed) {
+        server = connection.facts;
+        toolName = listed.name;
+        inputSchema = listed.inputSchema;
+        hasOutputSchema = listed.outputSchema !== undefined;
       }
     } else {
       const indexed = index.get(input.tool);
@@ -594,8 +621,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
           return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
         return { status: 'completed', result: await local.handler({ ...request.arguments }, context) };
       }
-      const target =
-        (discovery === 'listing' ? sessions.get(context.session) : undefined) ?? downstreams.get(request.server.name);
+      const target = (discovery === 'listing' ? sessionOf(context) : undefined) ?? downstreams.get(request.server.name);
       const toolName = request.toolName;
       if (!target || toolName === undefined) {
         return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
@@ -652,13 +678,14 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         if (visible.length >= query.topK || ranked.length < window) break;
       }
       const hits = visible.slice(0, query.topK);
-      if (discovery === 'search') {
-        await store.remember(
-          context.session,
-          hits.map((hit) => hit.name),
-        );
-      }
-      return { mode: index.mode, hits, connecting: [...admitting] };
+      const handle =
+        discovery === 'search'
+          ? await discovered(
+              hits.map((hit) => hit.name),
+              context,
+            )
+          : undefined;
+      return { mode: index.mode, hits, ...(handle !== undefined && { handle }), connecting: [...admitting] };
     },
 
     async call(input, context) {
@@ -679,7 +706,8 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
             : outcome.reason;
         emit({
           ts: new Date().toISOString(),
-          session: context.session,
+          principal: context.principal.id,
+          scope: scopeDigest(context.principal, context.scope),
           pipeline: 'call',
           filter: 'dispatch',
           tool: final.tool,
@@ -711,7 +739,8 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         // Reported like a load filter's refusal: a hijack attempt belongs on the live log.
         emit({
           ts: new Date().toISOString(),
-          session: context.session,
+          principal: context.principal.id,
+          scope: scopeDigest(context.principal, context.scope),
           pipeline: 'load',
           filter: 'configuredNames',
           tool: name,
@@ -800,22 +829,11 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   };
 
   internalsOf.set(gateway, {
-    async listed(session, server, tools, append) {
-      const shown =
-        (append ? listings.get(session) : undefined) ?? new Map<string, { server: ServerFacts; tool: Tool }>();
-      for (const tool of tools) shown.set(tool.name, { server, tool });
-      listings.set(session, shown);
-      await store.remember(
-        session,
-        tools.map((tool) => tool.name),
-      );
-    },
     attach(session, connection) {
       sessions.set(session, connection);
     },
     detach(session) {
       sessions.delete(session);
-      listings.delete(session);
     },
     async reconfigure(next) {
       // Filters first: a bad pattern throws here and nothing has changed yet.

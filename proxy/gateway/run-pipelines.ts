@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { scopeDigest } from './discovery-scope';
 import type {
   CallContext,
   CallFilter,
@@ -65,7 +66,13 @@ async function runChain<T>(initial: T, options: ChainOptions<T>): Promise<Pipeli
   let value = initial;
   for (const [index, step] of options.steps.entries()) {
     const filter = options.names[index] || 'anonymous';
-    const event = { session: context.session, pipeline, filter, tool: options.subject(value) };
+    const event = {
+      principal: context.principal.id,
+      scope: scopeDigest(context.principal, context.scope),
+      pipeline,
+      filter,
+      tool: options.subject(value),
+    };
     const start = process.hrtime.bigint();
     let verdict: Verdict<T>;
     try {
@@ -210,7 +217,8 @@ export async function runSearchPipeline(
   for (const filter of filters) {
     const name = filter.name || 'anonymous';
     const event = {
-      session: options.context.session,
+      principal: options.context.principal.id,
+      scope: scopeDigest(options.context.principal, options.context.scope),
       pipeline: 'search' as const,
       filter: name,
       tool: options.query.query,

@@ -25,11 +25,26 @@ export interface ServerFacts {
   readonly admission: Admission;
 }
 
-/** Who acts, when the host knows more than the MCP session (a signed-in household member). */
+/**
+ * Who is calling (SPEC §3.5). Every face names one from what it can prove, never from a header or
+ * an argument: `user:<login>` on stdio, `token:<name>` for a bearer token, `anonymous` on an HTTP
+ * face without tokens, `chat:<session>` in the app's chat, `operator` for the host's own calls.
+ */
 export interface Principal {
   readonly id: string;
+  /** The household role, when the host knows one (a signed-in member). */
   readonly role?: string;
 }
+
+/**
+ * What carries a discovery scope (SPEC §3.5, docs/protocol.md): a session (a 2025 MCP session, an
+ * in-process connection, the app's chat session), or, for a sessionless client, the handle that
+ * `search_tools` returned and the call passes back. Either is checked together with the principal.
+ */
+export type DiscoveryScope =
+  | { readonly kind: 'session'; readonly id: string }
+  /** A sessionless (2026-07-28) client; `handle` is absent until its first search returns one. */
+  | { readonly kind: 'handle'; readonly handle?: string };
 
 /** Asks the human through a form, tied by the face to the request being handled. */
 export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
@@ -45,10 +60,10 @@ export type RelayRequest = (
 
 /** The context every gateway operation and every filter receives. */
 export interface CallContext {
-  /** The MCP session: the discovery gate and evidence are scoped to it. */
-  readonly session: string;
-  /** The authenticated principal, when the host has one. */
-  readonly principal?: Principal;
+  /** Who is calling: every scope has an owner. */
+  readonly principal: Principal;
+  /** The discovery scope: what `search` records into and the discovery gate checks (with the principal). */
+  readonly scope: DiscoveryScope;
   /** Present when the client declared form elicitation. */
   readonly elicit?: Elicit;
   /** Aborts the operation (client cancelled, connection gone). */
@@ -88,10 +103,12 @@ export interface SearchQuery {
 /** How search currently ranks: lexical while the model loads or when it is unavailable. */
 export type SearchMode = 'loading' | 'hybrid' | 'lexical';
 
-/** What {@link Gateway.search} returns; every hit is now discovered in the caller's session. */
+/** What {@link Gateway.search} returns; every hit is now discovered in the caller's scope. */
 export interface SearchResult {
   readonly mode: SearchMode;
   readonly hits: readonly SearchHit[];
+  /** For a handle scope: the handle the caller passes back to call what it found (docs/protocol.md). */
+  readonly handle?: string;
   /** Servers still connecting: their tools are not searchable yet (search again shortly). */
   readonly connecting: readonly string[];
 }
@@ -196,7 +213,10 @@ export type PipelineName = 'search' | 'call' | 'response' | 'load';
 /** One structured event per decision (SPEC §3.6). */
 export interface ProxyEvent {
   readonly ts: string;
-  readonly session: string;
+  /** The caller's principal id. */
+  readonly principal: string;
+  /** A digest of the caller's discovery scope ({@link scopeDigest}): never a raw session id or handle. */
+  readonly scope: string;
   readonly pipeline: PipelineName;
   /** The filter's function name (`accessControl`), or the gateway step (`dispatch`). */
   readonly filter: string;
@@ -235,7 +255,7 @@ export interface StartReport {
  * plus operator-only `admit`, `start` and `close`; no API hands out a connection or the index.
  */
 export interface Gateway {
-  /** Ranks, filters and cuts; every returned tool becomes discovered in `context.session`. */
+  /** Ranks, filters and cuts; every returned tool becomes discovered in `context.scope`. */
   search(query: { readonly query: string; readonly topK?: number }, context: CallContext): Promise<SearchResult>;
   /** Call pipeline → dispatch (never replayed) → response pipeline. Refusals are `isError` results. */
   call(input: CallInput, context: CallContext): Promise<CallToolResult>;

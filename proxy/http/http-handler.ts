@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { isInitializeRequest, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import type { Gateway } from '../gateway/types';
+import type { Gateway, Principal } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { type InboundToken, inboundPrincipal } from './inbound-tokens';
 
 /** Options of {@link createHttpHandler}. */
 export interface HttpHandlerOptions {
@@ -29,6 +30,11 @@ export interface HttpHandlerOptions {
   readonly idleTimeoutMs?: number;
   /** Largest request body accepted, in bytes. Default 4 MiB. */
   readonly maxBodyBytes?: number;
+  /**
+   * The inbound clients' bearer tokens (SPEC §3.5): a request must present one, and its name is
+   * the principal (`token:<name>`). Absent: no authentication, and every client is `anonymous`.
+   */
+  readonly inboundTokens?: readonly InboundToken[];
 }
 
 /** What the server knows about a request beyond the `Request` itself. */
@@ -47,6 +53,8 @@ export interface HttpHandler {
 
 interface Session {
   readonly transport: WebStandardStreamableHTTPServerTransport;
+  /** Who opened it: only that principal may use it (another's request finds no such session). */
+  readonly principal: string;
   readonly remoteAddress: string | undefined;
   /** Requests of this session not answered yet; a session with any is busy, never idle. */
   readonly inFlight: Set<string>;
@@ -127,19 +135,23 @@ async function readBody(
  * a body limit, and `Host`/`Origin` checks so a web page cannot reach it through DNS rebinding.
  */
 export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions): HttpHandler {
-  return createSessionHttpHandler((transport) => createSearchModeServer(gateway).connect(transport), options);
+  return createSessionHttpHandler(
+    (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
+    options,
+  );
 }
+
+/** Serves one new session of `principal` on its transport. */
+export type ConnectSession = (transport: Transport, principal: Principal) => Promise<void>;
 
 /**
  * Serves a session per client over the Streamable HTTP handler (bounds, idle sweep, body limit,
  * `Host`/`Origin` checks): `connectSession` serves one new session on its transport. Search mode
  * connects a meta-tools server; transparent mode a proxy with its own upstream (SPEC §3.11), so
  * the session bound also bounds its upstream children. Closing a session closes its transport.
+ * A session belongs to the principal that opened it.
  */
-export function createSessionHttpHandler(
-  connectSession: (transport: Transport) => Promise<void>,
-  options: HttpHandlerOptions,
-): HttpHandler {
+export function createSessionHttpHandler(connectSession: ConnectSession, options: HttpHandlerOptions): HttpHandler {
   const path = options.path ?? '/mcp';
   const maxSessions = options.maxSessions ?? 100;
   const maxPerAddress = options.maxSessionsPerAddress ?? 25;
@@ -197,7 +209,7 @@ export function createSessionHttpHandler(
     return undefined;
   }
 
-  async function open(request: Request, address: string | undefined): Promise<Response> {
+  async function open(request: Request, address: string | undefined, principal: Principal): Promise<Response> {
     const body = await readBody(request, limit);
     if (!body.ok) return body.response;
     const parsed = parseJson(body.text);
@@ -213,13 +225,19 @@ export function createSessionHttpHandler(
         sessionIdGenerator: () => randomUUID(),
         maxRequestBodySize: limit,
         onsessioninitialized: (id) => {
-          sessions.set(id, { transport, remoteAddress: address, inFlight: transport.inFlight, lastSeen: Date.now() });
+          sessions.set(id, {
+            transport,
+            principal: principal.id,
+            remoteAddress: address,
+            inFlight: transport.inFlight,
+            lastSeen: Date.now(),
+          });
         },
       });
       transport.onclose = () => {
         if (transport.sessionId) sessions.delete(transport.sessionId);
       };
-      await connectSession(transport);
+      await connectSession(transport, principal);
       return await transport.handleRequest(request, { parsedBody: parsed.value });
     } finally {
       const count = (opening.get(bucket) ?? 1) - 1;
@@ -275,14 +293,28 @@ export function createSessionHttpHandler(
       if (origin !== null && !origins.has(origin.toLowerCase())) {
         return jsonRpcError(403, 'Forbidden: unexpected Origin header.');
       }
+      const principal = inboundPrincipal(request.headers.get('authorization'), options.inboundTokens);
+      if (principal === undefined) {
+        return Response.json(
+          {
+            jsonrpc: '2.0',
+            error: { code: -32001, message: 'Unauthorized: a valid bearer token is required.' },
+            id: null,
+          },
+          { status: 401, headers: { 'www-authenticate': 'Bearer realm="extensible-mcp"' } },
+        );
+      }
       const sessionId = request.headers.get('mcp-session-id');
       if (sessionId === null) {
         return request.method === 'POST'
-          ? open(request, context.remoteAddress)
+          ? open(request, context.remoteAddress, principal)
           : jsonRpcError(400, 'Bad request: unknown or missing Mcp-Session-Id.');
       }
       const session = sessions.get(sessionId);
-      if (!session) return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
+      // Another principal's session is answered exactly like an unknown one: its id opens nothing.
+      if (!session || session.principal !== principal.id) {
+        return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
+      }
       session.lastSeen = Date.now();
       if (request.method === 'POST') return post(request, session);
       return session.transport.handleRequest(request);

@@ -1,10 +1,9 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Gateway } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
-import { createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
+import { type ConnectSession, createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
 
 /** Options of {@link serveHttp}. */
 export interface ServeHttpOptions extends Partial<Omit<HttpHandlerOptions, 'allowedHosts' | 'allowedOrigins'>> {
@@ -57,7 +56,10 @@ async function writeResponse(response: Response, target: ServerResponse): Promis
  * bound address (or an extra allowed host).
  */
 export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Promise<HttpEndpoint> {
-  return serveSessions((transport) => createSearchModeServer(gateway).connect(transport), options);
+  return serveSessions(
+    (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
+    options,
+  );
 }
 
 /**
@@ -65,7 +67,7 @@ export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Pro
  * does, with `connectSession` serving each new session (transparent mode's proxy per client).
  */
 export async function serveSessions(
-  connectSession: (transport: Transport) => Promise<void>,
+  connectSession: ConnectSession,
   options: ServeHttpOptions = {},
 ): Promise<HttpEndpoint> {
   const host = options.host ?? '127.0.0.1';

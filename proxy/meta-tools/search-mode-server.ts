@@ -8,20 +8,25 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { CallContext, Gateway } from '../gateway/types';
+import type { CallContext, DiscoveryScope, Gateway, Principal } from '../gateway/types';
 import { toToolResult } from './to-tool-result';
+
+/** The discovery handle argument (docs/protocol.md): an opaque id, checked with the principal. */
+const handleInput = z.string().max(64).optional();
 
 /** `search_tools` input. */
 const searchInput = z.strictObject({
   query: z.string().trim().min(1).max(1_000).describe('What you want to do, in a few words.'),
   // Out-of-range values are clamped by the gateway rather than refused (SPEC §3.3).
   top_k: z.number().finite().optional().describe('How many tools to return (1-50; default 5).'),
+  handle: handleInput.describe('The handle an earlier search_tools returned, to keep adding to it (optional).'),
 });
 
 /** `search_tools` output: also sent as `structuredContent`. */
 const searchOutput = z.object({
   query: z.string(),
   search_mode: z.enum(['loading', 'hybrid', 'lexical']),
+  handle: z.string().optional(),
   still_connecting: z.array(z.string()).optional(),
   results: z.array(
     z.object({
@@ -37,6 +42,7 @@ const searchOutput = z.object({
 const callInput = z.strictObject({
   tool_name: z.string().min(1).max(256).describe('The exact name returned by search_tools.'),
   arguments: z.record(z.string(), z.unknown()).default({}).describe("The tool's arguments."),
+  handle: handleInput.describe('The handle search_tools returned with this tool, when it returned one.'),
 });
 
 /** `load_mcp_server` input. */
@@ -61,7 +67,8 @@ export const metaTools: Tool[] = [
   },
   {
     name: 'call_tool',
-    description: 'Call a tool found by search_tools, by its exact name, with arguments matching its input schema.',
+    description:
+      'Call a tool found by search_tools, by its exact name, with arguments matching its input schema, and the handle search_tools returned when it returned one.',
     inputSchema: jsonSchema(callInput, 'input'),
   },
   {
@@ -75,7 +82,7 @@ export const metaTools: Tool[] = [
 const instructions = [
   'This server is a gateway to many tools. Workflow:',
   '1. Call search_tools with a short description of what you want to do.',
-  '2. Call call_tool with the exact tool_name from the search results and its arguments.',
+  '2. Call call_tool with the exact tool_name from the search results and its arguments; when search_tools returned a handle, pass it too.',
   'Only tools that search_tools returned in this session can be called; search again if a call says the tool was not discovered.',
   'load_mcp_server connects an additional Streamable HTTP MCP server by URL when the user asks for one.',
   'Never ask the user for a password, token or API key in chat: credentials are configured by the operator outside this conversation.',
@@ -90,14 +97,21 @@ function inputError(tool: string, error: z.ZodError): CallToolResult {
   return textResult(`Invalid arguments for ${tool}: ${details}.`, true);
 }
 
+/** The context of one meta-tool call: a sessionless connection's scope is the handle the call carries. */
+function withHandle(context: CallContext, handle: string | undefined): CallContext {
+  if (context.scope.kind !== 'handle') return context;
+  return { ...context, scope: { kind: 'handle', ...(handle !== undefined && { handle }) } };
+}
+
 async function searchTools(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
   const parsed = searchInput.safeParse(args);
   if (!parsed.success) return inputError('search_tools', parsed.error);
-  const { query, top_k: topK } = parsed.data;
-  const found = await gateway.search({ query, ...(topK !== undefined && { topK }) }, context);
+  const { query, top_k: topK, handle } = parsed.data;
+  const found = await gateway.search({ query, ...(topK !== undefined && { topK }) }, withHandle(context, handle));
   const structured: z.infer<typeof searchOutput> = {
     query,
     search_mode: found.mode,
+    ...(found.handle !== undefined && { handle: found.handle }),
     // Servers whose tools are not indexed yet: the model can search again instead of concluding none exist.
     ...(found.connecting.length > 0 && { still_connecting: [...found.connecting] }),
     results: found.hits.map((hit) => ({
@@ -121,7 +135,10 @@ async function searchTools(gateway: Gateway, args: unknown, context: CallContext
 async function callTool(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
   const parsed = callInput.safeParse(args);
   if (!parsed.success) return inputError('call_tool', parsed.error);
-  return gateway.call({ tool: parsed.data.tool_name, arguments: parsed.data.arguments }, context);
+  return gateway.call(
+    { tool: parsed.data.tool_name, arguments: parsed.data.arguments },
+    withHandle(context, parsed.data.handle),
+  );
 }
 
 async function loadServer(gateway: Gateway, args: unknown, context: CallContext): Promise<CallToolResult> {
@@ -133,12 +150,26 @@ async function loadServer(gateway: Gateway, args: unknown, context: CallContext)
     : textResult(loaded.reason, true);
 }
 
+/** Options of {@link createSearchModeServer}. */
+export interface SearchModeServerOptions {
+  /** Who this connection's client is, as the face proved it (SPEC §3.5). */
+  readonly principal: Principal;
+  /**
+   * How the connection carries its discovery scope: `connection` (default) is its MCP session
+   * (the `Mcp-Session-Id`, else the connection itself); `handle` is a sessionless client's
+   * handle argument; a session scope given here is the host's own (the app's chat session).
+   */
+  readonly scope?: 'connection' | 'handle' | { readonly kind: 'session'; readonly id: string };
+}
+
 /**
  * The search-mode face (SPEC §3.4): a new MCP server for one client connection, offering exactly
- * the three meta-tools over `gateway`. Each connection is its own session (its own discovery set).
+ * the three meta-tools over `gateway`, every call made as `options.principal` in the scope the
+ * connection carries.
  */
-export function createSearchModeServer(gateway: Gateway): Server {
+export function createSearchModeServer(gateway: Gateway, options: SearchModeServerOptions): Server {
   const connectionId = randomUUID();
+  const carried = options.scope ?? 'connection';
   const server = new Server(
     { name: 'extensible-mcp', version: '0.1.0' },
     { capabilities: { tools: {} }, instructions },
@@ -147,8 +178,15 @@ export function createSearchModeServer(gateway: Gateway): Server {
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const clientCapabilities = server.getClientCapabilities() ?? {};
     const elicitation = clientCapabilities.elicitation;
+    const scope: DiscoveryScope =
+      carried === 'connection'
+        ? { kind: 'session', id: extra.sessionId ?? connectionId }
+        : carried === 'handle'
+          ? { kind: 'handle' }
+          : carried;
     const context: CallContext = {
-      session: extra.sessionId ?? connectionId,
+      principal: options.principal,
+      scope,
       signal: extra.signal,
       // A downstream's own requests during this call reach this client, tied to this request (SPEC §3.10).
       clientCapabilities,

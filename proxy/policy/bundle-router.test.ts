@@ -15,7 +15,7 @@ const admissions: Record<string, ServerFacts> = {
 const marker =
   (label: string): CallFilter =>
   async () => ({ decision: 'deny', reason: label });
-const context = { session: 's' };
+const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 's' } };
 /** A call as the gateway stamps it: the server's admission facts, never a name to look up. */
 const call = (server: string): CallRequest => ({
   tool: `${server}__t`,

@@ -1,3 +1,4 @@
+import { scopeDigest } from '../gateway/discovery-scope';
 import type { CallContext, CallFilter, CallRequest, CallVerdict } from '../gateway/types';
 import { assembleInput, type LookupResolver, stripCredentials } from './fetch-plan';
 import { renderDenial, renderMissing } from './guidance';
@@ -10,7 +11,10 @@ export interface PolicyDecisionRecord {
   /** The call decided on, as the filter saw it (a host relates the decision to its order with it). */
   readonly request: CallRequest;
   readonly tool: string;
-  readonly session: string;
+  /** The caller's principal id. */
+  readonly principal: string;
+  /** A digest of the caller's discovery scope, never a raw session id or handle. */
+  readonly scope: string;
   readonly decision: 'allow' | 'deny' | 'error';
   readonly failedChecks?: readonly string[];
   /** The fault, when the policy could not be evaluated. */
@@ -52,7 +56,13 @@ export function policyFilter(options: PolicyFilterOptions): CallFilter {
   };
 
   return async function policyFilter(request: CallRequest, context: CallContext): Promise<CallVerdict> {
-    const base = { bundle: bundle.name, request, tool: request.tool, session: context.session };
+    const base = {
+      bundle: bundle.name,
+      request,
+      tool: request.tool,
+      principal: context.principal.id,
+      scope: scopeDigest(context.principal, context.scope),
+    };
     const title = bundle.guidance.title;
     // 1. Assemble the input from the fetch plan, in order.
     const assembled = await assembleInput(bundle.fetchPlan, {

@@ -3,7 +3,7 @@ import type { CallRequest } from '../gateway/types';
 import { regoPolicyFilter } from './rego-policy-filter';
 
 const example = (extension: string) => new URL(`../../examples/deny_dangerous.${extension}`, import.meta.url).pathname;
-const context = { session: 's' };
+const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 's' } };
 
 /** A call as the gateway stamps it. */
 function call(tool: string, server: string, args: Record<string, unknown>): CallRequest {

@@ -5,7 +5,7 @@ import type { EvidenceStore } from './evidence-store';
 import { PAYMENT_IN_PROGRESS_REASON, singleUseFilter } from './single-use';
 import { openSqliteEvidenceStore } from './sqlite-evidence-store';
 
-const context = { session: 'unit' };
+const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 'unit' } };
 const stores: EvidenceStore[] = [];
 afterEach(async () => {
   for (const store of stores.splice(0)) await store.close();

@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
+import { type Migration, openSqliteFile } from '../store/apply-migrations';
 import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
 
 /** One schema step of the evidence table: the same shape as the household store's migrations. */
-export interface EvidenceStoreMigration {
-  /** Positive integer, strictly increasing. */
-  readonly version: number;
-  readonly sql: string;
-}
+export type EvidenceStoreMigration = Migration;
 
 /**
  * The evidence table's migrations (SPEC §4.7, §11), oldest first, for a host that keeps the table
@@ -76,17 +73,12 @@ export interface SqliteEvidenceStoreOptions extends SqliteEvidenceStoreSettings 
  * timeout, {@link evidenceStoreMigrations} applied). `close()` closes the file.
  */
 export function openSqliteEvidenceStore(options: SqliteEvidenceStoreOptions): EvidenceStore {
-  let database: Database.Database | undefined;
+  let opened: Database.Database;
   try {
-    database = new Database(options.path);
-    database.pragma('journal_mode = WAL');
-    database.pragma('busy_timeout = 5000');
-    applyEvidenceMigrations(database);
+    opened = openSqliteFile(options.path, { [migrationModule]: evidenceStoreMigrations });
   } catch (error) {
-    database?.close();
     throw new ProxyError('store-failed', `cannot open evidence store ${options.path}`, { cause: error });
   }
-  const opened = database;
   const store = createSqliteEvidenceStore(opened, options);
   return {
     ...store,
@@ -231,46 +223,6 @@ function heldFromRow(row: EvidenceRow): HeldEvidence {
     ...(row.fingerprint !== null && { fingerprint: row.fingerprint }),
     ...(row.result !== null && { result: row.result }),
   };
-}
-
-/**
- * Applies {@link evidenceStoreMigrations} to a file the store owns, recording them in a
- * `schema_migrations` table laid out as the household store's. Each step runs with its record in
- * one `BEGIN IMMEDIATE` transaction, so two processes opening one file apply it once; a file
- * written by newer code is refused.
- */
-function applyEvidenceMigrations(database: Database.Database): void {
-  database.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    module TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    applied_at INTEGER NOT NULL,
-    PRIMARY KEY (module, version)
-  ) STRICT`);
-  const newest = database
-    .prepare<[string], { version: number | null }>(
-      'SELECT MAX(version) AS version FROM schema_migrations WHERE module = ?',
-    )
-    .get(migrationModule)?.version;
-  const known = evidenceStoreMigrations.at(-1)?.version ?? 0;
-  if ((newest ?? 0) > known) {
-    throw new Error(`the evidence table is at version ${newest}, newer than this code knows (${known})`);
-  }
-  const applied = database.prepare<[string, number]>(
-    'SELECT 1 FROM schema_migrations WHERE module = ? AND version = ?',
-  );
-  const record = database.prepare<[string, number, number]>(
-    'INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)',
-  );
-  for (const migration of evidenceStoreMigrations) {
-    database
-      .transaction(() => {
-        // Re-checked under the write lock: another process may have applied it meanwhile.
-        if (applied.get(migrationModule, migration.version) !== undefined) return;
-        database.exec(migration.sql);
-        record.run(migrationModule, migration.version, Date.now());
-      })
-      .immediate();
-  }
 }
 
 /** Thrown inside the transaction to roll it back when an id is named twice in one call. */

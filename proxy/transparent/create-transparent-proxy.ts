@@ -28,13 +28,16 @@ import {
 import { relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
 import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
+import { type AccessControlOptions, accessPredicate } from '../filters/access-control';
+import { matchNameGlob } from '../filters/match-name-glob';
 import {
   createGateway,
   type GatewayOptions,
   gatewayInternals,
   type SessionConnection,
 } from '../gateway/create-gateway';
-import type { CallContext, Gateway, ServerFacts } from '../gateway/types';
+import { scopeDigest } from '../gateway/discovery-scope';
+import type { CallContext, DiscoveryScope, Gateway, Principal, ProxyEvent, ServerFacts } from '../gateway/types';
 import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
@@ -43,6 +46,8 @@ import type { TransparentConfig, UpstreamConfig } from './transparent-config';
 /** Options for {@link createTransparentProxy}. */
 export interface TransparentProxyOptions {
   readonly config: TransparentConfig;
+  /** Who the client is, as the face proved it (SPEC §3.5): the local user on stdio, the token's name over HTTP. */
+  readonly principal: Principal;
   /**
    * Reach the upstream through this transport instead of `config.upstream` (tests link an
    * in-memory server). Used for this proxy's one session; a reload never re-points it.
@@ -81,8 +86,8 @@ export interface TransparentProxy {
   /**
    * Applies a new configuration (SIGHUP): new elicitation policy and filters for the next call, and
    * a changed upstream re-pointed (a new connection with the same client capabilities; the old
-   * one closes once its calls in flight end). Tools the session was listed stay discovered only
-   * if the new upstream still offers them, and the client is told the list changed. A failure
+   * one closes once its calls in flight end). What may be called is then what the new upstream
+   * lists, and the client is told the list changed. A failure
    * (the new upstream unreachable) changes nothing and throws.
    */
   reload(config: TransparentConfig): Promise<void>;
@@ -105,7 +110,20 @@ export function mirrorClientCapabilities(client: ClientCapabilities): ClientCapa
   };
 }
 
-/** The transparent gateway: the upstream's own names, discovered by listing, with elicitation as a call filter. */
+/** The tool side of `filters.access_control`: the file's rules and the host's, both applied. */
+function toolAccess(config: TransparentConfig, options: TransparentProxyOptions): AccessControlOptions {
+  const host = options.gateway?.accessControl ?? {};
+  return {
+    deny: [...config.accessControl.deny, ...(host.deny ?? [])],
+    denyPatterns: [...config.accessControl.denyPatterns, ...(host.denyPatterns ?? [])],
+    ...(host.allowServers !== undefined && { allowServers: host.allowServers }),
+  };
+}
+
+/**
+ * The transparent gateway: the upstream's own names, callable when the listing filters show them
+ * now (SPEC §3.5), with elicitation as a call filter.
+ */
 function transparentGateway(
   config: TransparentConfig,
   options: TransparentProxyOptions,
@@ -115,6 +133,7 @@ function transparentGateway(
   return createGateway(
     {
       ...filters,
+      accessControl: toolAccess(config, options),
       embeddings: false,
       logger: {
         info: log,
@@ -153,6 +172,16 @@ function sameUpstream(left: UpstreamConfig, right: UpstreamConfig): boolean {
   return JSON.stringify(left) === JSON.stringify(right);
 }
 
+/** Which resources and prompts the listing filters show (SPEC §3.5): the rest is hidden and refused. */
+function resourceAndPromptAccess(config: TransparentConfig) {
+  const hiddenResource = matchNameGlob(config.accessControl.denyResources);
+  const hiddenPrompt = matchNameGlob(config.accessControl.denyPrompts);
+  return {
+    resource: (uri: string) => !hiddenResource(uri),
+    prompt: (name: string) => !hiddenPrompt(name),
+  };
+}
+
 /** Every page of the upstream's raw `tools/list`. */
 async function listAllTools(client: Client): Promise<Tool[]> {
   const tools: Tool[] = [];
@@ -185,6 +214,8 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   let config = options.config;
   let gateway = transparentGateway(config, options, log);
   const session = randomUUID();
+  /** This client session's discovery scope, and the context of its events (SPEC §3.5). */
+  const scope: DiscoveryScope = { kind: 'session', id: session };
   /** The upstream connection in use, and the config it was opened from. */
   let upstream: { client: Client; target: UpstreamConfig } | undefined;
   /** What the client declared at `initialize`; mirrored to every upstream connection of this session. */
@@ -201,8 +232,12 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   });
   /** The client's `tools/call` requests in flight: an upstream request is relayed tied to the latest. */
   const callsInFlight: { readonly id: RequestId; readonly tool: string }[] = [];
-  /** The tool definitions this session was listed, by name: carried over to a reloaded gateway. */
-  const shown = new Map<string, Tool>();
+  /**
+   * The upstream's current tools by name, as it last listed them on the connection in use: what
+   * the gateway stamps a call from. Filled by a client's `tools/list` or by the proxy's own when a
+   * call names a tool it has not seen (a client need not list first); cleared on `list_changed`.
+   */
+  let catalog: { readonly client: Client; readonly tools: Map<string, Tool> } | undefined;
   /** Calls in flight per upstream connection; a retired one closes when its count reaches zero. */
   const busy = new Map<Client, number>();
   const retired = new Set<Client>();
@@ -232,10 +267,23 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     }
   }
 
+  /** The catalog of the connection in use, listed afresh when it is missing or stale. */
+  async function currentCatalog(refresh: boolean): Promise<Map<string, Tool>> {
+    const client = current();
+    if (catalog?.client === client && !refresh) return catalog.tools;
+    const tools = new Map((await listAllTools(client)).map((tool) => [tool.name, tool]));
+    if (client === upstream?.client) catalog = { client, tools };
+    return tools;
+  }
+
   // The session's own upstream connection, reached only through the gateway's dispatch.
   const connection: SessionConnection = {
     get facts() {
       return facts();
+    },
+    async find(tool) {
+      // A tool the cached listing lacks may be new upstream: list once more before calling it unknown.
+      return (await currentCatalog(false)).get(tool) ?? (await currentCatalog(true)).get(tool);
     },
     async call(tool, args, context) {
       const request = inFlight.get(context);
@@ -280,15 +328,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     },
     onRefused(reason) {
       try {
-        options.gateway?.onEvent?.({
-          ts: new Date().toISOString(),
-          session,
-          pipeline: 'call',
+        emit({
           filter: 'upstreamElicitation',
           tool: callsInFlight.at(-1)?.tool ?? 'elicitation/create',
           decision: 'deny',
           reason,
-          durationUs: 0,
         });
       } catch (error) {
         log(`event hook failed: ${String(error)}`);
@@ -309,12 +353,26 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     },
   };
 
+  /** Reports one decision the face itself takes (resources, prompts, relayed requests) on the event hook. */
+  function emit(event: Pick<ProxyEvent, 'filter' | 'tool' | 'decision' | 'reason'>): void {
+    options.gateway?.onEvent?.({
+      ts: new Date().toISOString(),
+      principal: options.principal.id,
+      scope: scopeDigest(options.principal, scope),
+      pipeline: 'call',
+      durationUs: 0,
+      ...event,
+    });
+  }
+
   /** Opens an upstream connection declaring the client's capabilities, relaying its requests and notifications. */
   async function openUpstream(target: UpstreamConfig, transport?: Transport): Promise<Client> {
     const declared = mirrorClientCapabilities(clientCapabilities);
     const client = new Client({ name: config.proxy.name, version: config.proxy.version }, { capabilities: declared });
     relayServerRequests(client, declared, relay);
     client.fallbackNotificationHandler = async (notification: Notification) => {
+      // The upstream's tools changed: the next call lists them afresh.
+      if (notification.method === 'notifications/tools/list_changed' && catalog?.client === client) catalog = undefined;
       if (client !== upstream?.client || !FORWARDED_NOTIFICATIONS.has(notification.method) || !clientReady) return;
       await server?.notification(notification as never).catch((error: unknown) => {
         log(`could not forward ${notification.method}: ${String(error)}`);
@@ -350,22 +408,23 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     target.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
       // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
       const result = await forward('tools/list', request.params, { signal: extra.signal });
-      // What this session was shown is what it has discovered (SPEC §3.5); later pages add to it.
-      const tools = Array.isArray(result.tools)
-        ? (result.tools as Tool[]).filter((tool) => typeof tool?.name === 'string')
-        : [];
-      const append = request.params?.cursor !== undefined;
-      if (!append) shown.clear();
-      for (const tool of tools) shown.set(tool.name, tool);
-      await gatewayInternals(gateway).listed(session, facts(), tools, append);
-      return result;
+      if (!Array.isArray(result.tools)) return result;
+      // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
+      const visible = accessPredicate(toolAccess(config, options));
+      return {
+        ...result,
+        tools: (result.tools as Tool[]).filter(
+          (tool) => typeof tool?.name !== 'string' || visible(tool.name, config.proxy.name),
+        ),
+      };
     });
 
     target.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const { name, arguments: args, _meta } = request.params;
       const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
       const context: CallContext = {
-        session,
+        principal: options.principal,
+        scope,
         signal: extra.signal,
         ...(formCapable && {
           elicit: (params) =>
@@ -402,25 +461,89 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       }
     });
 
-    const passthrough = (schema: Parameters<Server['setRequestHandler']>[0], method: string) => {
-      target.setRequestHandler(schema, (request: { params?: unknown }, extra: { signal: AbortSignal }) =>
-        forward(method, request.params, { signal: extra.signal }),
-      );
+    /**
+     * Forwards a non-tool request through the listing filters (SPEC §3.5, §10.1): `subject` names
+     * what it touches (a resource URI or a prompt name, else the method), a hidden one is refused
+     * as not found, and each decision is an event. `shown` narrows a listing's items.
+     */
+    const passthrough = (
+      schema: Parameters<Server['setRequestHandler']>[0],
+      method: string,
+      gate: {
+        readonly subject?: (params: Record<string, unknown>) => string | undefined;
+        readonly shown?: (result: Result) => Result;
+      } = {},
+    ) => {
+      target.setRequestHandler(schema, async (request: { params?: unknown }, extra: { signal: AbortSignal }) => {
+        const params = (request.params ?? {}) as Record<string, unknown>;
+        const subject = gate.subject?.(params);
+        const access = resourceAndPromptAccess(config);
+        const allowed =
+          subject === undefined ||
+          (method.startsWith('resources/') ? access.resource(subject) : access.prompt(subject));
+        const tool = subject === undefined ? method : `${method} ${subject}`.slice(0, 2000);
+        if (!allowed) {
+          emit({
+            filter: 'accessControl',
+            tool,
+            decision: 'deny',
+            reason: 'hidden by filters.access_control',
+          } as const);
+          // Answered as the upstream answers what it does not have: the hidden item stays unseen.
+          throw new McpError(
+            method.startsWith('resources/') ? -32002 : ErrorCode.InvalidParams,
+            method.startsWith('resources/') ? `Resource not found: ${subject}` : `Unknown prompt: ${subject}`,
+          );
+        }
+        emit({ filter: 'accessControl', tool, decision: 'allow' } as const);
+        const result = await forward(method, request.params, { signal: extra.signal });
+        return gate.shown ? gate.shown(result) : result;
+      });
+    };
+    const named = (key: string) => (params: Record<string, unknown>) =>
+      typeof params[key] === 'string' ? (params[key] as string) : undefined;
+    /** A listing without what `visible` hides, unknown fields kept. */
+    const narrowed = (key: string, field: string, visible: (subject: string) => boolean) => (result: Result) => {
+      const items = result[key];
+      if (!Array.isArray(items)) return result;
+      return {
+        ...result,
+        [key]: items.filter(
+          (item: Record<string, unknown>) => typeof item?.[field] !== 'string' || visible(item[field]),
+        ),
+      };
     };
     if (capabilities.resources !== undefined) {
-      passthrough(ListResourcesRequestSchema, 'resources/list');
-      passthrough(ListResourceTemplatesRequestSchema, 'resources/templates/list');
-      passthrough(ReadResourceRequestSchema, 'resources/read');
+      const access = () => resourceAndPromptAccess(config);
+      passthrough(ListResourcesRequestSchema, 'resources/list', {
+        shown: (result) => narrowed('resources', 'uri', (uri) => access().resource(uri))(result),
+      });
+      passthrough(ListResourceTemplatesRequestSchema, 'resources/templates/list', {
+        shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => access().resource(uri))(result),
+      });
+      passthrough(ReadResourceRequestSchema, 'resources/read', { subject: named('uri') });
       if (capabilities.resources.subscribe === true) {
-        passthrough(SubscribeRequestSchema, 'resources/subscribe');
-        passthrough(UnsubscribeRequestSchema, 'resources/unsubscribe');
+        passthrough(SubscribeRequestSchema, 'resources/subscribe', { subject: named('uri') });
+        passthrough(UnsubscribeRequestSchema, 'resources/unsubscribe', { subject: named('uri') });
       }
     }
     if (capabilities.prompts !== undefined) {
-      passthrough(ListPromptsRequestSchema, 'prompts/list');
-      passthrough(GetPromptRequestSchema, 'prompts/get');
+      passthrough(ListPromptsRequestSchema, 'prompts/list', {
+        shown: (result) => narrowed('prompts', 'name', (name) => resourceAndPromptAccess(config).prompt(name))(result),
+      });
+      passthrough(GetPromptRequestSchema, 'prompts/get', { subject: named('name') });
     }
-    if (capabilities.completions !== undefined) passthrough(CompleteRequestSchema, 'completion/complete');
+    if (capabilities.completions !== undefined) {
+      passthrough(CompleteRequestSchema, 'completion/complete', {
+        // A completion names the prompt or resource it completes for: a hidden one completes nothing.
+        subject: (params) => {
+          const ref = params.ref as { type?: unknown; name?: unknown; uri?: unknown } | undefined;
+          if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') return ref.name;
+          if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') return ref.uri;
+          return undefined;
+        },
+      });
+    }
     if (capabilities.logging !== undefined) passthrough(SetLevelRequestSchema, 'logging/setLevel');
     target.fallbackNotificationHandler = async (notification: Notification) => {
       if (!CLIENT_NOTIFICATIONS.has(notification.method)) return;
@@ -470,15 +593,21 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   }
 
   function close(): Promise<void> {
-    // Flag first: a transport may report its close synchronously, before `closing` is assigned.
+    if (closing) return closing;
     stopping = true;
     gatewayInternals(gateway).detach(session);
-    closing ??= Promise.allSettled([
-      server?.close(),
-      upstream?.client.close(),
-      ...[...retired].map((client) => client.close()),
-      gateway.close(),
-    ]).then(() => settleClosed(outcome));
+    // Assigned before anything is closed: closing a transport reports back synchronously through
+    // `onclose`, which calls this again and must find the shutdown already under way (no recursion).
+    closing = Promise.resolve()
+      .then(() =>
+        Promise.allSettled([
+          server?.close(),
+          upstream?.client.close(),
+          ...[...retired].map((client) => client.close()),
+          gateway.close(),
+        ]),
+      )
+      .then(() => settleClosed(outcome));
     return closing;
   }
 
@@ -506,12 +635,8 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         upstream !== undefined &&
         options.upstreamTransport === undefined &&
         !sameUpstream(upstream.target, next.upstream);
-      let listed: Tool[] = [...shown.values()];
       try {
-        if (repoint) {
-          fresh = await openUpstream(next.upstream);
-          listed = (await listAllTools(fresh)).filter((tool) => shown.has(tool.name));
-        }
+        if (repoint) fresh = await openUpstream(next.upstream);
       } catch (error) {
         await fresh?.close().catch(() => undefined);
         await nextGateway.close();
@@ -529,16 +654,14 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       const internals = gatewayInternals(nextGateway);
       internals.attach(session, connection);
       if (fresh !== undefined) {
+        // What may be called is what the new upstream lists: its catalog is read at the next call.
         upstream = { client: fresh, target: next.upstream };
-        // Tools the session was shown stay discovered where the new upstream still offers them.
-        shown.clear();
-        for (const tool of listed) shown.set(tool.name, tool);
+        catalog = undefined;
         if (previous !== undefined) {
           if (busy.has(previous.client)) retired.add(previous.client);
           else void previous.client.close();
         }
       }
-      if (listed.length > 0) await internals.listed(session, facts(), listed, false);
       gatewayInternals(previousGateway).detach(session);
       void previousGateway.close();
       if (fresh !== undefined && clientReady) {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ProxyError } from '../errors';
+import { globProblem } from '../filters/load-control';
 
 /**
  * Secret markers used when the config names none (SPEC §3.10). Matched on normalised whole words
@@ -91,12 +92,29 @@ export interface ElicitationPolicy {
   readonly tools: Readonly<Record<string, ToolPolicy>>;
 }
 
+/**
+ * `filters.access_control` of a transparent-mode file (SPEC §3.5): what is hidden from every
+ * listing and refused, with an event, whether or not the client listed first. Globs treat `/` as
+ * an ordinary character, as search mode's do.
+ */
+export interface TransparentAccessControl {
+  /** Exact tool names. */
+  readonly deny: readonly string[];
+  /** Globs over tool names. */
+  readonly denyPatterns: readonly string[];
+  /** Globs over resource URIs (`file:///secrets/*`), for resources and resource templates. */
+  readonly denyResources: readonly string[];
+  /** Exact prompt names or globs over them. */
+  readonly denyPrompts: readonly string[];
+}
+
 /** A validated transparent-mode configuration (the `mcp-elicitation-proxy` YAML). */
 export interface TransparentConfig extends ElicitationPolicy {
   /** The file it was loaded from (for messages), or a label when built in code. */
   readonly source: string;
   readonly proxy: { readonly name: string; readonly version: string };
   readonly upstream: UpstreamConfig;
+  readonly accessControl: TransparentAccessControl;
 }
 
 function describeInput(input: unknown): string {
@@ -216,6 +234,14 @@ const toolSchema = mapping({
   confirm_if: mapping({ always: flag().default(false) }).optional(),
 });
 
+const globList = list(
+  text('a name or glob').superRefine((glob, context) => {
+    const problem = globProblem(glob);
+    if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+  }),
+  'names or globs',
+);
+
 const fileSchema = mapping({
   proxy: mapping({
     name: text('the proxy server name').default('mcp-elicitation-proxy'),
@@ -251,6 +277,14 @@ const fileSchema = mapping({
       { error: (issue) => `expected a mapping of tool name to policy, got ${describeInput(issue.input)}` },
     )
     .prefault({}),
+  filters: mapping({
+    access_control: mapping({
+      deny: list(text('a tool name'), 'tool names').default([]),
+      deny_patterns: globList.default([]),
+      deny_resources: globList.default([]),
+      deny_prompts: globList.default([]),
+    }).prefault({}),
+  }).prefault({}),
 });
 
 type FileConfig = z.output<typeof fileSchema>;
@@ -333,5 +367,11 @@ export function parseTransparentConfig(raw: unknown, source: string): Transparen
       },
     },
     tools,
+    accessControl: {
+      deny: file.filters.access_control.deny,
+      denyPatterns: file.filters.access_control.deny_patterns,
+      denyResources: file.filters.access_control.deny_resources,
+      denyPrompts: file.filters.access_control.deny_prompts,
+    },
   };
 }

@@ -107,7 +107,7 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
       signOut: unused,
     },
     // No token: the endpoint must answer 404 without touching the gateway.
-    mcp: createMcpEndpoint({ gateway: {} as Gateway, origin }),
+    mcp: createMcpEndpoint({ gateway: {} as Gateway, origin, tokens: [] }),
     adminDidDocument: { '@context': [], id: 'did:web:localhost%3A3000', verificationMethod: [] } as never,
     // An empty log and no orders: the trust surfaces have their own tests over a real store.
     log: { after: () => [], head: () => ({ rowId: 0, hash: '' }), subscribe: () => () => undefined },

@@ -62,7 +62,7 @@ describe('the start banner', () => {
 
 describe('/mcp bearer token', () => {
   const gateway = {} as Gateway;
-  const endpoint = createMcpEndpoint({ gateway, origin, token: 'a-token-of-twenty-chars' });
+  const endpoint = createMcpEndpoint({ gateway, origin, tokens: [{ name: 'mcp', token: 'a-token-of-twenty-chars' }] });
 
   it.each([
     ['no Authorization header', undefined],
@@ -72,7 +72,11 @@ describe('/mcp bearer token', () => {
     ['an empty bearer', 'Bearer '],
   ])('refuses %s with 401 and a Bearer challenge, before the gateway is touched', async (_name, authorization) => {
     const response = await endpoint.handle(
-      request('/mcp', { body: '{}', ...(authorization === undefined ? {} : { headers: { authorization } }) }),
+      request('/mcp', {
+        body: '{}',
+        // A real request carries its Host, which the handler checks first (DNS rebinding).
+        headers: { host: new URL(origin).host, ...(authorization === undefined ? {} : { authorization }) },
+      }),
     );
     expect(response.status).toBe(401);
     expect(response.headers.get('www-authenticate')).toBe('Bearer realm="extensible-mcp"');

@@ -34,7 +34,7 @@ beforeAll(async () => {
     runtime: household.runtime,
     env,
     chat: createAppChatService(household.runtime, env),
-    httpToken: token,
+    httpTokens: [{ name: 'mcp', token }],
   });
   setHouseholdApp(app);
 });

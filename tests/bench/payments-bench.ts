@@ -170,7 +170,7 @@ async function gatedDecision(
     hasOutputSchema: false,
     credentialFields: ['invoice', 'childApproval', 'parentApproval'],
   };
-  const context: CallContext = { session: 'bench' };
+  const context: CallContext = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 'bench' } };
   const decide = async () => {
     const verdict = await filter(request, context);
     if (verdict.decision !== 'allow' || !verdict.wrap) throw new Error('the gated decision did not allow');

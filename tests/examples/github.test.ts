@@ -172,7 +172,7 @@ describe('examples/github in process: the proxy’s own events for the same conf
       onEvent: (event) => events.push(event),
     });
     await gateway.start();
-    inProcess = await connectInMemory(gateway, { name: 'events-test' });
+    inProcess = await connectInMemory(gateway, { name: 'events-test', principal: { id: 'test' } });
     expect(await searchNames(inProcess, 'update an existing issue')).toContain('github__update_issue');
   }, 60_000);
 

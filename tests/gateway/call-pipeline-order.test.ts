@@ -57,7 +57,7 @@ async function setup(options: { regoDenies?: boolean; accessDeny?: readonly stri
     ...(options.accessDeny && { accessControl: { deny: options.accessDeny } }),
   };
   const gateway = await startedGateway(cleanups, gatewayOptions);
-  const client = await connectInMemory(gateway);
+  const client = await connectInMemory(gateway, { principal: { id: 'test' } });
   cleanups.push(() => client.close());
   const callEvents = () =>
     events.filter((event) => event.pipeline === 'call').map((event) => [event.filter, event.decision]);

@@ -56,7 +56,10 @@ async function connect(
   answer?: (params: ElicitRequestFormParams) => ElicitResult,
 ): Promise<{ client: Client; forms: ElicitRequestFormParams[] }> {
   const forms: ElicitRequestFormParams[] = [];
-  const client = await connectInMemory(gateway, answer ? { capabilities: { elicitation: { form: {} } } } : {});
+  const client = await connectInMemory(gateway, {
+    principal: { id: 'test' },
+    ...(answer && { capabilities: { elicitation: { form: {} } } }),
+  });
   cleanups.push(() => client.close());
   if (answer) {
     client.setRequestHandler(ElicitRequestSchema, (request) => {

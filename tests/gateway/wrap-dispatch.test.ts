@@ -60,7 +60,7 @@ async function setup(
     extraCallFilters: typeof filters === 'function' ? filters(calls) : filters,
     ...options,
   });
-  const client = await connectInMemory(gateway);
+  const client = await connectInMemory(gateway, { principal: { id: 'test' } });
   cleanups.push(() => client.close());
   return { client, calls };
 }
@@ -192,7 +192,7 @@ describe('call filters that wrap dispatch', () => {
       logger,
       extraCallFilters: [recordingWrap(seen)],
     });
-    const client = await connectInMemory(gateway);
+    const client = await connectInMemory(gateway, { principal: { id: 'test' } });
     cleanups.push(() => client.close());
     expect(await searchNames(client, 'tool that will be withdrawn')).toContain('fixture__transient');
     transient.remove();
@@ -212,7 +212,7 @@ describe('call filters that wrap dispatch', () => {
       logger,
       extraCallFilters: [recordingWrap(seen)],
     });
-    const client = await connectInMemory(gateway);
+    const client = await connectInMemory(gateway, { principal: { id: 'test' } });
     cleanups.push(() => client.close());
     expect(await searchNames(client, 'does one unit of work')).toContain('mortal__work');
     // The child dies mid-call (outcome unknown); its restart is refused, so the next call cannot connect.
@@ -245,7 +245,7 @@ describe('a result that declares its outcome unknown', () => {
       servers: { rail: { kind: 'in-process', server: rail } },
       extraCallFilters: [recordingWrap(seen)],
     });
-    const client = await connectInMemory(gateway);
+    const client = await connectInMemory(gateway, { principal: { id: 'test' } });
     cleanups.push(() => client.close());
     await searchNames(client, 'charges a card payment rail');
     const result = await callTool(client, 'rail__charge', {});

@@ -101,7 +101,7 @@ export async function startTestHousehold(
     ...(options.railTimeoutMs === undefined ? {} : { railTimeoutMs: options.railTimeoutMs }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
   });
-  const client = await connectInMemory(runtime.gateway, { name: 'payments-test' });
+  const client = await connectInMemory(runtime.gateway, { name: 'payments-test', principal: { id: 'test' } });
   const members = {} as Record<Role, Member>;
   if (options.enrol !== false) {
     for (const { role, code } of runtime.identity.codes) {

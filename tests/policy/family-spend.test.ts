@@ -212,7 +212,10 @@ function evidenceStore(options: { readonly merchants: boolean }): {
 }
 
 describe.each(['rego', 'cel'] as const)('the gateway policy filter over family-spend (%s)', (engine) => {
-  const context: CallContext = { session: 'family-spend-test' };
+  const context: CallContext = {
+    principal: { id: 'test' },
+    scope: { kind: 'session' as const, id: 'family-spend-test' },
+  };
   const [four, fifteen, another] = evidence.orders;
   const config = {
     household: {

@@ -25,7 +25,7 @@ const approver = fixtureParty('approver');
 const config = {
   trust: spendLimitTrust(requester, approver),
 };
-const context: CallContext = { session: 'test-session' };
+const context: CallContext = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 'test-session' } };
 const now = () => FIXTURE_NOW * 1000;
 let jtiCounter = 0;
 const request = (amountCents: number, jti = `urn:uuid:req-${++jtiCounter}`) =>

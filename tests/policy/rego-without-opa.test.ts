@@ -13,7 +13,7 @@ import { type CallRequest, ProxyError, regoPolicyFilter } from '../../proxy/inde
 /** An executable name that exists on no PATH, so spawning it fails with ENOENT like a missing opa. */
 const MISSING_OPA = 'opa-not-installed-anywhere';
 const example = (extension: string) => new URL(`../../examples/deny_dangerous.${extension}`, import.meta.url);
-const context = { session: 'rego-without-opa' };
+const context = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 'rego-without-opa' } };
 
 /** A call as the gateway stamps it; deny_dangerous reads only the tool name and the arguments. */
 function call(tool: string, args: Record<string, unknown>): CallRequest {

@@ -35,7 +35,10 @@ const request: CallRequest = {
   credentialFields: [...EVIDENCE_FIELDS],
 };
 
-const verdict = await filter(request, { session: 'crash-worker' });
+const verdict = await filter(request, {
+  principal: { id: 'test' },
+  scope: { kind: 'session' as const, id: 'crash-worker' },
+});
 if (verdict.decision !== 'allow' || !verdict.wrap)
   throw new Error(`expected an allow that wraps dispatch, got ${verdict.decision}`);
 await verdict.wrap(

@@ -55,6 +55,8 @@ describe('extensible-mcp CLI', () => {
       '--port',
       '--host',
       '--allowed-host',
+      '--http-tokens',
+      '--store',
       '--call-timeout',
       '--offline',
       '--help',

@@ -20,7 +20,7 @@ export function eventLog(): { events: ProxyEvent[]; onEvent: (event: ProxyEvent)
 
 /** A real SDK client linked to a new search-mode session of `gateway` over in-memory transports. */
 export function connectClient(gateway: Gateway): Promise<Client> {
-  return connectInMemory(gateway, { name: 'test-client' });
+  return connectInMemory(gateway, { name: 'test-client', principal: { id: 'test' } });
 }
 
 /** The text of a tool result's first content block. */

@@ -229,7 +229,9 @@ describe('events', () => {
     const denial = log.events.find((event) => event.decision === 'deny');
     expect(denial).toMatchObject({ pipeline: 'call', filter: 'discoveryGate', tool: 'fixture__echo' });
     expect(typeof denial?.durationUs).toBe('number');
-    expect(denial?.session).toMatch(/.+/);
+    // The scope is named by a digest, never by the raw session id.
+    expect(denial?.scope).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    expect(denial?.principal).toMatch(/.+/);
     await searchNames(client, 'echo');
     expect(log.events.some((event) => event.pipeline === 'search' && event.filter === 'accessControl')).toBe(true);
   });

@@ -120,17 +120,18 @@ describe('call pipeline', () => {
     expect(events.find((event) => event.filter === 'broken')?.decision).toBe('error');
   });
 
-  it('receives the tool schema and the session', async () => {
-    let seen: { schema: unknown; session: string } | undefined;
+  it('receives the tool schema, the principal and the scope', async () => {
+    let seen: { schema: unknown; principal: string; scope: string } | undefined;
     const inspect: CallFilter = function inspect(request, context) {
-      seen = { schema: request.inputSchema?.required, session: context.session };
+      seen = { schema: request.inputSchema?.required, principal: context.principal.id, scope: context.scope.kind };
       return { decision: 'allow' };
     };
     const { client } = await setup({ extraCallFilters: [inspect] });
     await searchNames(client, 'echo message');
     await callTool(client, 'fixture__echo', { message: 'x' });
     expect(seen?.schema).toEqual(['message']);
-    expect(seen?.session).toMatch(/.+/);
+    expect(seen?.principal).toMatch(/.+/);
+    expect(seen?.scope).toBe('session');
   });
 });
 

@@ -197,7 +197,7 @@ describe('the proxy served over Streamable HTTP', () => {
   });
 
   it('forgets the oldest session when the bound is reached, which denies', async () => {
-    const proxy = await started({ servers: { everything }, discoveryStore: memoryDiscoveryStore({ maxSessions: 1 }) });
+    const proxy = await started({ servers: { everything }, discoveryStore: memoryDiscoveryStore({ maxScopes: 1 }) });
     const [a, b] = await twoHttpSessions(proxy);
     await searchNames(a, 'echo back a message');
     await searchNames(b, 'echo back a message');

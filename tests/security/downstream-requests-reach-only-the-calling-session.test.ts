@@ -51,7 +51,7 @@ async function session(
   options: { answer?: () => ElicitResult | Promise<ElicitResult>; capabilities?: ClientCapabilities } = {},
 ): Promise<Session> {
   const capabilities = options.capabilities ?? ALL;
-  const client = await connectInMemory(gateway, { capabilities });
+  const client = await connectInMemory(gateway, { capabilities, principal: { id: 'test' } });
   cleanups.push(() => client.close());
   const forms: ElicitRequestFormParams[] = [];
   const sampled: unknown[] = [];

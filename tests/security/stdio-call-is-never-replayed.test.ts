@@ -18,7 +18,7 @@ describe('a stdio downstream that dies mid-call', () => {
       logger,
       onEvent: (event) => events.push(event),
     });
-    const client = await connectInMemory(gateway);
+    const client = await connectInMemory(gateway, { principal: { id: 'test' } });
     cleanups.push(() => client.close());
     expect(await searchNames(client, 'does one unit of work')).toContain('mortal__work');
     const [firstPid] = mortal.starts();

@@ -66,6 +66,7 @@ export async function connectThroughProxy(options: {
 }): Promise<ProxySession> {
   const proxy = createTransparentProxy({
     config: options.config,
+    principal: { id: 'test' },
     upstreamStderr: 'ignore',
     ...(options.upstreamTransport !== undefined && { upstreamTransport: options.upstreamTransport }),
     ...(options.gateway !== undefined && { gateway: options.gateway }),

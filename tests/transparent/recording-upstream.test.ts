@@ -251,7 +251,11 @@ describe('transparent proxy against a recording upstream', () => {
   it('holds upstream notifications until the client has initialized', async () => {
     const upstream = recordingUpstream();
     await upstream.start();
-    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
+    const proxy = createTransparentProxy({
+      principal: { id: 'test' },
+      config: configFrom(BASE),
+      upstreamTransport: upstream.transport,
+    });
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
     const received: JSONRPCMessage[] = [];
     let answered: () => void = () => undefined;
@@ -312,7 +316,11 @@ describe('transparent proxy against a recording upstream', () => {
       initialized = true;
     };
     await upstream.start();
-    const proxy = createTransparentProxy({ config: configFrom(BASE), upstreamTransport: upstream.transport });
+    const proxy = createTransparentProxy({
+      principal: { id: 'test' },
+      config: configFrom(BASE),
+      upstreamTransport: upstream.transport,
+    });
     const [, serverSide] = InMemoryTransport.createLinkedPair();
     await proxy.connect(serverSide);
     expect(upstream.server.getClientCapabilities()).toBeUndefined();
@@ -320,15 +328,14 @@ describe('transparent proxy against a recording upstream', () => {
     await proxy.close();
   });
 
-  it('refuses a tool the session was never listed (discovery gate) and the upstream never sees it', async () => {
+  it('calls a tool the upstream lists without a tools/list first, and refuses one it does not list unseen', async () => {
+    // Clients cache listings and 2026 clients have no session: a call needs no listing first (SPEC §3.5).
     const { upstream, session } = await start({ list: false });
-    const refused = await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 });
-    expect(refused.isError).toBe(true);
-    expect(textOf(refused)).toMatch(/has not been discovered in this session/);
-    await session.client.request({ method: 'tools/list' }, ResultSchema);
     expect((await callTool(session.client, 'book_table', { name: 'Ann', party_size: 2 })).isError).toBeUndefined();
     const unknown = await callTool(session.client, 'no_such_tool', {});
-    expect(textOf(unknown)).toMatch(/has not been discovered/);
+    expect(unknown.isError).toBe(true);
+    expect(textOf(unknown)).toMatch(/Unknown tool "no_such_tool": the server does not offer it/);
+    expect(textOf(unknown)).not.toMatch(/search_tools/);
     expect(upstream.calls.map((call) => call.name)).toEqual(['book_table']);
   });
 
@@ -356,7 +363,7 @@ describe('transparent proxy against a recording upstream', () => {
     expect(events.map((event) => [event.tool, event.filter, event.decision])).toEqual([
       ['connect_account', 'accessControl', 'deny'],
       ['book_table', 'accessControl', 'allow'],
-      ['book_table', 'discoveryGate', 'allow'],
+      ['book_table', 'listingGate', 'allow'],
       ['book_table', 'elicitation', 'allow'],
     ]);
   });

@@ -1,0 +1,98 @@
+import Database from 'better-sqlite3';
+
+/** One schema step of a module: applied once, in version order, in its own transaction. */
+export interface Migration {
+  /** Positive integer, strictly increasing within a module's list. */
+  readonly version: number;
+  readonly sql: string;
+}
+
+/**
+ * Brings each module's tables up to the newest version this code knows (SPEC §2: versioned
+ * migrations per module). Every missing migration runs with its `schema_migrations` row in one
+ * `BEGIN IMMEDIATE` transaction, so a failing step leaves nothing half-applied and two processes
+ * opening the file at once cannot both apply it. A database whose recorded version for a module
+ * is newer than the code knows is refused: older code must not write a schema it does not
+ * understand. Throws `Error`; the opener wraps it.
+ */
+export function applyMigrations(
+  database: Database.Database,
+  migrations: Readonly<Record<string, readonly Migration[]>>,
+): void {
+  database.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    module TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    applied_at INTEGER NOT NULL,
+    PRIMARY KEY (module, version)
+  ) STRICT`);
+  const newest = database.prepare<[string], { version: number | null }>(
+    'SELECT MAX(version) AS version FROM schema_migrations WHERE module = ?',
+  );
+  const applied = database.prepare<[string, number], { one: number }>(
+    'SELECT 1 AS one FROM schema_migrations WHERE module = ? AND version = ?',
+  );
+  const record = database.prepare<[string, number, number]>(
+    'INSERT INTO schema_migrations (module, version, applied_at) VALUES (?, ?, ?)',
+  );
+
+  for (const [module, list] of Object.entries(migrations)) {
+    // 1. The list itself must be well formed: a repeated or out-of-order version is a bug in the code, not the file.
+    assertOrdered(module, list);
+    const known = list.at(-1)?.version ?? 0;
+    // 2. Refuse a file written by newer code, before touching anything of this module.
+    refuseNewer(module, newest.get(module)?.version ?? 0, known);
+    for (const migration of list) {
+      database
+        .transaction(() => {
+          // 3. Re-checked under the write lock: another process may have applied it meanwhile.
+          if (applied.get(module, migration.version) !== undefined) return;
+          database.exec(migration.sql);
+          record.run(module, migration.version, Date.now());
+        })
+        .immediate();
+    }
+  }
+}
+
+/** Throws when a module's migrations are not strictly increasing positive integers. */
+function assertOrdered(module: string, list: readonly Migration[]): void {
+  let previous = 0;
+  for (const migration of list) {
+    if (!Number.isSafeInteger(migration.version) || migration.version <= previous) {
+      throw new Error(
+        `migrations of module "${module}" must have strictly increasing positive integer versions (${migration.version} after ${previous})`,
+      );
+    }
+    previous = migration.version;
+  }
+}
+
+/** Throws when the database records a version of `module` newer than the code knows. */
+function refuseNewer(module: string, recorded: number, known: number): void {
+  if (recorded > known) {
+    throw new Error(
+      `database schema of module "${module}" is at version ${recorded}, newer than this code knows (${known}): upgrade the software or use another data folder`,
+    );
+  }
+}
+
+/**
+ * Opens a SQLite file the proxy owns (the CLI's `--store`, a standalone evidence file): WAL and a
+ * busy timeout so several processes can share it, and `migrations` applied. The handle is closed
+ * again if anything fails, and the error is thrown as it came.
+ */
+export function openSqliteFile(
+  path: string,
+  migrations: Readonly<Record<string, readonly Migration[]>>,
+): Database.Database {
+  const database = new Database(path);
+  try {
+    database.pragma('journal_mode = WAL');
+    database.pragma('busy_timeout = 5000');
+    applyMigrations(database, migrations);
+    return database;
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+}

@@ -1,0 +1,154 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type DiscoveryLimits,
+  type DiscoveryStore,
+  memoryDiscoveryStore,
+  openSqliteDiscoveryStore,
+} from '../../proxy/index';
+
+/** A clock the test moves by hand. */
+function manualClock(start = 1_000_000) {
+  let now = start;
+  return {
+    now: () => now,
+    advance(ms: number) {
+      now += ms;
+    },
+  };
+}
+
+const opened: DiscoveryStore[] = [];
+const folders: string[] = [];
+afterEach(async () => {
+  await Promise.allSettled(opened.splice(0).map((store) => store.close()));
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+function sqliteFile(): string {
+  const folder = mkdtempSync(join(tmpdir(), 'discovery-store-'));
+  folders.push(folder);
+  return join(folder, 'proxy.sqlite');
+}
+
+/** Each implementation, opened fresh with the given limits. */
+const implementations: Record<string, (limits: DiscoveryLimits) => DiscoveryStore> = {
+  memory: (limits) => memoryDiscoveryStore(limits),
+  sqlite: (limits) => openSqliteDiscoveryStore({ path: sqliteFile(), ...limits }),
+};
+
+describe.each(Object.entries(implementations))('the %s discovery store', (_name, open) => {
+  const store = (limits: DiscoveryLimits = {}) => {
+    const created = open(limits);
+    opened.push(created);
+    return created;
+  };
+
+  it('holds what a scope discovered, and nothing for other names or scopes', async () => {
+    const discovery = store();
+    await discovery.remember('scope-a', ['files__read', 'github__search']);
+    expect(await discovery.has('scope-a', 'files__read')).toBe(true);
+    expect(await discovery.has('scope-a', 'github__search')).toBe(true);
+    expect(await discovery.has('scope-a', 'files__write')).toBe(false);
+    expect(await discovery.has('scope-b', 'files__read')).toBe(false);
+    expect(await discovery.live('scope-a')).toBe(true);
+    expect(await discovery.live('scope-b')).toBe(false);
+  });
+
+  it('adds a later search to the same scope', async () => {
+    const discovery = store();
+    await discovery.remember('scope', ['a']);
+    await discovery.remember('scope', ['b']);
+    expect(await discovery.has('scope', 'a')).toBe(true);
+    expect(await discovery.has('scope', 'b')).toBe(true);
+  });
+
+  it('forgets a scope at its time limit, and a later search does not bring its old names back', async () => {
+    const clock = manualClock();
+    const discovery = store({ ttlMs: 1_000, now: clock.now });
+    await discovery.remember('scope', ['old']);
+    clock.advance(999);
+    expect(await discovery.has('scope', 'old')).toBe(true);
+    clock.advance(1);
+    expect(await discovery.has('scope', 'old')).toBe(false);
+    expect(await discovery.live('scope')).toBe(false);
+    await discovery.remember('scope', ['new']);
+    expect(await discovery.has('scope', 'new')).toBe(true);
+    expect(await discovery.has('scope', 'old')).toBe(false);
+  });
+
+  it('restarts the time limit on a search, never on a check', async () => {
+    const clock = manualClock();
+    const discovery = store({ ttlMs: 1_000, now: clock.now });
+    await discovery.remember('searched', ['tool']);
+    await discovery.remember('checked', ['tool']);
+    clock.advance(600);
+    await discovery.remember('searched', ['other']);
+    expect(await discovery.has('checked', 'tool')).toBe(true);
+    clock.advance(600);
+    expect(await discovery.has('searched', 'tool')).toBe(true);
+    expect(await discovery.has('checked', 'tool')).toBe(false);
+  });
+
+  it('forgets the oldest names beyond the bound, and re-adding a name makes it new', async () => {
+    const discovery = store({ maxNamesPerScope: 2 });
+    await discovery.remember('scope', ['a', 'b']);
+    await discovery.remember('scope', ['a']);
+    await discovery.remember('scope', ['c']);
+    expect(await discovery.has('scope', 'b')).toBe(false);
+    expect(await discovery.has('scope', 'a')).toBe(true);
+    expect(await discovery.has('scope', 'c')).toBe(true);
+  });
+
+  it('forgets the least recently searched scope beyond the bound', async () => {
+    const clock = manualClock();
+    const discovery = store({ maxScopes: 2, now: clock.now });
+    await discovery.remember('first', ['tool']);
+    clock.advance(1);
+    await discovery.remember('second', ['tool']);
+    clock.advance(1);
+    await discovery.remember('first', ['tool']);
+    clock.advance(1);
+    await discovery.remember('third', ['tool']);
+    expect(await discovery.has('second', 'tool')).toBe(false);
+    expect(await discovery.has('first', 'tool')).toBe(true);
+    expect(await discovery.has('third', 'tool')).toBe(true);
+  });
+
+  it('keeps names that only differ in case or by a trailing space apart', async () => {
+    const discovery = store();
+    await discovery.remember('scope', ['Files__read']);
+    expect(await discovery.has('scope', 'files__read')).toBe(false);
+    expect(await discovery.has('scope', 'Files__read ')).toBe(false);
+  });
+});
+
+describe('the SQLite discovery store shared by two processes', () => {
+  it('answers through one handle what a search recorded through another, under concurrent writers', async () => {
+    const path = sqliteFile();
+    const writer = openSqliteDiscoveryStore({ path });
+    const reader = openSqliteDiscoveryStore({ path });
+    opened.push(writer, reader);
+    await Promise.all(
+      Array.from({ length: 50 }, (_, index) =>
+        (index % 2 === 0 ? writer : reader).remember(`scope-${index % 5}`, [`tool-${index}`]),
+      ),
+    );
+    for (let index = 0; index < 50; index += 1) {
+      const other = index % 2 === 0 ? reader : writer;
+      expect(await other.has(`scope-${index % 5}`, `tool-${index}`)).toBe(true);
+    }
+  });
+
+  it('keeps what was discovered across a reopen of the file', async () => {
+    const path = sqliteFile();
+    const first = openSqliteDiscoveryStore({ path });
+    await first.remember('scope', ['tool']);
+    await first.close();
+    const second = openSqliteDiscoveryStore({ path });
+    opened.push(second);
+    expect(await second.has('scope', 'tool')).toBe(true);
+  });
+});
