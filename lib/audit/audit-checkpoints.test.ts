@@ -80,6 +80,7 @@ describe('audit checkpoints', () => {
     const signing = gate();
     const slow = {
       adminDid: identity.household.adminDid,
+      adminJwk: identity.household.adminJwk,
       issue: async (request: IssueRequest) => {
         await signing.promise;
         return identity.household.issue(request);
@@ -106,6 +107,7 @@ describe('audit checkpoints', () => {
     let fail = true;
     const flaky = {
       adminDid: identity.household.adminDid,
+      adminJwk: identity.household.adminJwk,
       issue: async (request: IssueRequest) => {
         if (fail) throw new Error('the key store is locked');
         return identity.household.issue(request);
