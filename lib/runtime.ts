@@ -151,7 +151,11 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         if (report.kind === 'audit-checkpoint-refused' || report.kind === 'audit-tail-unvouched') {
           logger.error(report.message);
         }
-        events.emit({ source: 'runtime', ...report, ...(report.data === undefined ? {} : { data: { ...report.data } }) });
+        events.emit({
+          source: 'runtime',
+          ...report,
+          ...(report.data === undefined ? {} : { data: { ...report.data } }),
+        });
       },
     });
     void checkpoints.checkpoint();
