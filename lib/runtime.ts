@@ -26,7 +26,7 @@ import {
 import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
 import type { AuditLog } from './audit/audit-log';
 import { createFileCheckpointStore } from './audit/checkpoint-store';
-import { createShopWitness } from './audit/shop-witness';
+import { createShopWitness, shopWitnessEndpoint } from './audit/shop-witness';
 import { createFileWitness, type Witness } from './audit/witness';
 import type { HouseholdEnv } from './env';
 import {
@@ -312,15 +312,7 @@ function defaultWitnesses(
   if (env.auditShopWitness && configuredShop) {
     witnesses.push(
       createShopWitness({
-        endpoint:
-          env.pizzaWitnessUrl === undefined
-            ? {
-                kind: 'stdio',
-                command: process.execPath,
-                args: ['--import', 'tsx', resolve('shop-agent/main.ts'), '--witness'],
-                env: { SHOP_AGENT_DATA: join(env.dataDir, 'shop') },
-              }
-            : { kind: 'http', url: env.pizzaWitnessUrl },
+        endpoint: shopWitnessEndpoint(env),
         adminJwk: identity.household.adminJwk,
         merchantJwk: () => pinnedMerchantJwk(identity),
         log: (line) => logger.info(`shop witness: ${line}`),

@@ -1,3 +1,4 @@
+import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,6 +18,25 @@ export type ShopWitnessEndpoint =
       readonly env: Readonly<Record<string, string>>;
     }
   | { readonly kind: 'http'; readonly url: string };
+
+/**
+ * The shop's witness endpoint as the operator configured the shop: `/witness` beside `PIZZA_URL`
+ * (its own organisation's disk, in docker), else a `--witness` stdio child of the shop on the shop's
+ * data folder — which in the default demo sits inside the household's own (docs/audit.md says what
+ * that does and does not protect against).
+ */
+export function shopWitnessEndpoint(env: {
+  readonly dataDir: string;
+  readonly pizzaWitnessUrl?: string;
+}): ShopWitnessEndpoint {
+  if (env.pizzaWitnessUrl !== undefined) return { kind: 'http', url: env.pizzaWitnessUrl };
+  return {
+    kind: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', resolve('shop-agent/main.ts'), '--witness'],
+    env: { SHOP_AGENT_DATA: join(env.dataDir, 'shop') },
+  };
+}
 
 /** Options of {@link createShopWitness}. */
 export interface ShopWitnessOptions {
