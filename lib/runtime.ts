@@ -71,8 +71,8 @@ export interface RuntimeOptions {
   readonly auditCheckpointEvery?: number;
   /**
    * Where every audit checkpoint is also submitted (SPEC §8); default: the shop's witness when
-   * `EXTENSIBLE_MCP_AUDIT_WITNESS` is `shop` and the shop is the configured one (not `shop`), plus
-   * the `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE` file. The runtime closes them.
+   * `EXTENSIBLE_MCP_AUDIT_WITNESS` is `shop` and the shop is the configured one (no `shop` option
+   * given), plus the `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE` file. The runtime closes them.
    */
   readonly witnesses?: readonly Witness[];
 }
