@@ -160,6 +160,9 @@ export function getHouseholdApp(): Promise<HouseholdApp> {
   return app;
 }
 
+/** Marks the process whose signals already close the household app (see {@link closeHouseholdAppOnSignals}). */
+const signalsKey = Symbol.for('extensible-mcp.household-app.signals');
+
 /** Longest wait for the household to close at a signal before the process goes on exiting. */
 const shutdownDeadlineMs = 8000;
 
@@ -172,6 +175,10 @@ const shutdownDeadlineMs = 8000;
  * A close that hangs past a deadline does not keep the process from stopping.
  */
 export function closeHouseholdAppOnSignals(options: { readonly log?: (line: string) => void } = {}): void {
+  // Once per process: a second call (a dev-mode reload of the hook) must not wrap the first.
+  const installed = globalThis as { [signalsKey]?: true };
+  if (installed[signalsKey]) return;
+  installed[signalsKey] = true;
   const log = options.log ?? ((line: string) => console.error(line));
   for (const [signal, number] of [
     ['SIGTERM', 15],
