@@ -5,7 +5,9 @@
  */
 export async function register(): Promise<void> {
   if (process.env.NEXT_RUNTIME !== 'nodejs') return;
-  const { getHouseholdApp } = await import('./lib/index');
+  const { closeHouseholdAppOnSignals, getHouseholdApp } = await import('./lib/index');
+  // At SIGTERM the household closes (its closing audit checkpoint) before Next's own handler exits.
+  closeHouseholdAppOnSignals();
   try {
     await getHouseholdApp();
   } catch (error) {

@@ -39,6 +39,19 @@ export interface HouseholdEnv {
    * shop mounts read-only). Absent → nothing is written.
    */
   readonly settlementDidFile?: string;
+  /**
+   * `EXTENSIBLE_MCP_AUDIT_WITNESS`: `shop` (default) submits every audit checkpoint to the shop's
+   * witness endpoint (its `/witness` beside `PIZZA_URL`, else a `--witness` stdio child); `none` does not.
+   */
+  readonly auditShopWitness: boolean;
+  /** `PIZZA_WITNESS_URL`: the shop's witness endpoint; default `/witness` on `PIZZA_URL`'s origin. */
+  readonly pizzaWitnessUrl?: string;
+  /**
+   * `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE`: an append-only file every checkpoint is also written to —
+   * worth something only where whoever holds the data folder cannot rewrite it (another disk, an
+   * append-only mount). Absent → none.
+   */
+  readonly auditWitnessFile?: string;
 }
 
 const Env = z.object({
@@ -97,10 +110,19 @@ const Env = z.object({
   ANTHROPIC_MODEL: z.preprocess(blankToUndefined, z.string().max(200).optional()),
   EXTENSIBLE_MCP_TEST_CLOCK_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
   EXTENSIBLE_MCP_SETTLEMENT_DID_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
+  EXTENSIBLE_MCP_AUDIT_WITNESS: z.preprocess(blankToUndefined, z.enum(['shop', 'none']).default('shop')),
+  PIZZA_WITNESS_URL: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
+  EXTENSIBLE_MCP_AUDIT_WITNESS_FILE: z.preprocess(blankToUndefined, z.string().min(1).optional()),
 });
 
 function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
   return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
+}
+
+/** The shop's witness endpoint: as configured, else `/witness` on the shop's origin (beside its `/mcp`). */
+function witnessUrl(configured: string | undefined, pizzaUrl: string | undefined): string | undefined {
+  if (configured !== undefined) return configured;
+  return pizzaUrl === undefined ? undefined : new URL('/witness', pizzaUrl).href;
 }
 
 function blankToUndefined(value: unknown): unknown {
@@ -132,5 +154,10 @@ export function readHouseholdEnv(
     ...(parsed.data.EXTENSIBLE_MCP_SETTLEMENT_DID_FILE === undefined
       ? {}
       : { settlementDidFile: resolve(parsed.data.EXTENSIBLE_MCP_SETTLEMENT_DID_FILE) }),
+    auditShopWitness: parsed.data.EXTENSIBLE_MCP_AUDIT_WITNESS === 'shop',
+    ...optional('pizzaWitnessUrl', witnessUrl(parsed.data.PIZZA_WITNESS_URL, parsed.data.PIZZA_URL)),
+    ...(parsed.data.EXTENSIBLE_MCP_AUDIT_WITNESS_FILE === undefined
+      ? {}
+      : { auditWitnessFile: resolve(parsed.data.EXTENSIBLE_MCP_AUDIT_WITNESS_FILE) }),
   };
 }

@@ -16,12 +16,16 @@ export type {
 } from './agent/types';
 export {
   type AuditCheckpoint,
+  type AuditCheckpointReport,
+  type AuditCheckpointReportKind,
   type AuditCheckpoints,
   type AuditCheckpointsOptions,
   auditCheckpointsFileName,
+  type CheckpointRefusal,
   createAuditCheckpoints,
   defaultCheckpointEvery,
 } from './audit/audit-checkpoints';
+export { AuditError, type AuditErrorCode, auditErrorCodes } from './audit/audit-error';
 export {
   type AuditEntry,
   type AuditFilter,
@@ -31,13 +35,28 @@ export {
   type AuditQuery,
   createSqliteAuditLog,
 } from './audit/audit-log';
+export { type CheckpointStore, createFileCheckpointStore } from './audit/checkpoint-store';
 export { runAuditVerify } from './audit/run-audit-verify';
+export {
+  createShopWitness,
+  type ShopWitnessEndpoint,
+  type ShopWitnessOptions,
+  shopWitnessEndpoint,
+} from './audit/shop-witness';
 export {
   type AuditChainVerdict,
   type VerifiedCheckpoint,
   type VerifyAuditChainOptions,
   verifyAuditChain,
+  type WitnessVouch,
 } from './audit/verify-audit-chain';
+export {
+  createFileWitness,
+  type Witness,
+  type WitnessedCheckpoint,
+  type WitnessReceipt,
+  type WitnessSubmission,
+} from './audit/witness';
 export { type HouseholdEnv, readHouseholdEnv } from './env';
 export { runHouseholdCli } from './household-cli';
 export {
@@ -62,6 +81,7 @@ export {
 export {
   bannerLines,
   type CreateHouseholdAppOptions,
+  closeHouseholdAppOnSignals,
   createHouseholdApp,
   getHouseholdApp,
   type HouseholdApp,

@@ -25,6 +25,9 @@ import {
 } from '../proxy/index';
 import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
 import type { AuditLog } from './audit/audit-log';
+import { createFileCheckpointStore } from './audit/checkpoint-store';
+import { createShopWitness, shopWitnessEndpoint } from './audit/shop-witness';
+import { createFileWitness, type Witness } from './audit/witness';
 import type { HouseholdEnv } from './env';
 import {
   createEventBus,
@@ -66,6 +69,12 @@ export interface RuntimeOptions {
   readonly onEvent?: HouseholdEventSink;
   /** Rows between two signed audit checkpoints (the checkpointer's default otherwise). */
   readonly auditCheckpointEvery?: number;
+  /**
+   * Where every audit checkpoint is also submitted (SPEC §8); default: the shop's witness when
+   * `EXTENSIBLE_MCP_AUDIT_WITNESS` is `shop` and the shop is the configured one (no `shop` option
+   * given), plus the `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE` file. The runtime closes them.
+   */
+  readonly witnesses?: readonly Witness[];
 }
 
 /** The household side, composed and started. */
@@ -77,6 +86,8 @@ export interface HouseholdRuntime {
   readonly rail: PaymentRail;
   /** Every event of the bus, hash-chained on disk (SPEC §8): the live log and audit pages read it. */
   readonly audit: AuditLog;
+  /** The audit checkpointer: whether it signs, or why it refuses to (SPEC §8). */
+  readonly checkpoints: AuditCheckpoints;
   /** The merchant pinned for the `pizza` server, once the shop answered (at start, or later over `PIZZA_URL`). */
   readonly merchant?: { readonly did: string; readonly name: string } | undefined;
   close(): Promise<void>;
@@ -121,17 +132,34 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   });
   let gateway: Gateway | undefined;
   let checkpoints: AuditCheckpoints | undefined;
+  const witnesses = options.witnesses ?? defaultWitnesses(env, identity, options.shop === undefined, logger);
   try {
+    // The chain as earlier processes left it: rows after their last checkpoint up to here are theirs, unsigned.
+    const inherited = identity.store.audit.head();
     audit = identity.store.audit;
     for (const event of early.splice(0)) audit.append(event);
-    // The admin signs the chain's head now, every N rows, and at close (SPEC §8); on the system
-    // clock, not the household's test clock, as the events' own times are.
+    // The admin signs the chain's head now, every N rows, and at close (SPEC §8) — each only over a
+    // chain verified from the previous checkpoint (the store's or a witness's) — and hands each to
+    // the witnesses; on the system clock, not the household's test clock, as the events' own times are.
     checkpoints = createAuditCheckpoints({
       audit,
       household: identity.household,
-      path: join(env.dataDir, auditCheckpointsFileName),
+      store: createFileCheckpointStore(join(env.dataDir, auditCheckpointsFileName)),
+      inherited,
+      witnesses,
       ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),
       onError: (error) => logger.error('audit checkpoint failed', error),
+      report: (report) => {
+        // In words, on the terminal and in the chain (the live log shows it).
+        if (report.kind === 'audit-checkpoint-refused' || report.kind === 'audit-tail-unvouched') {
+          logger.error(report.message);
+        }
+        events.emit({
+          source: 'runtime',
+          ...report,
+          ...(report.data === undefined ? {} : { data: { ...report.data } }),
+        });
+      },
     });
     void checkpoints.checkpoint();
     if (env.settlementDidFile !== undefined) await publishSettlementDid(env.settlementDidFile, identity);
@@ -250,6 +278,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       events,
       rail,
       audit,
+      checkpoints: signing,
       get merchant() {
         return merchant;
       },
@@ -258,15 +287,51 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         await running.close();
         // After the gateway's last events, so the shutdown checkpoint covers them.
         await signing.close();
+        await Promise.all(witnesses.map((witness) => witness.close()));
         identity.close();
       },
     };
   } catch (error) {
     await gateway?.close();
     await checkpoints?.close();
+    await Promise.all(witnesses.map((witness) => witness.close()));
     identity.close();
     throw error;
   }
+}
+
+/**
+ * The witnesses the operator configured (SPEC §8): the shop's — over its `/witness` endpoint when it
+ * runs at `PIZZA_URL`, else a `--witness` stdio child on the shop's data folder — and an append-only
+ * file. Operator code only: no model session reaches either (the proxy's `pizza` server is the shop's
+ * model-facing endpoint, which has no witness tool).
+ */
+function defaultWitnesses(
+  env: HouseholdEnv,
+  identity: StartedIdentity,
+  configuredShop: boolean,
+  logger: ProxyLogger,
+): Witness[] {
+  const witnesses: Witness[] = [];
+  if (env.auditShopWitness && configuredShop) {
+    witnesses.push(
+      createShopWitness({
+        endpoint: shopWitnessEndpoint(env),
+        adminJwk: identity.household.adminJwk,
+        merchantJwk: () => pinnedMerchantJwk(identity),
+        log: (line) => logger.info(`shop witness: ${line}`),
+      }),
+    );
+  }
+  if (env.auditWitnessFile !== undefined) witnesses.push(createFileWitness(env.auditWitnessFile));
+  return witnesses;
+}
+
+/** The public key of the merchant pinned behind `pizza`, once pinned: what the shop's countersignatures verify against. */
+async function pinnedMerchantJwk(identity: StartedIdentity): Promise<Readonly<Record<string, string>> | undefined> {
+  const did = await identity.store.identity.records.get('household', 'merchant:pizza');
+  if (did === undefined) return undefined;
+  return (await identity.store.identity.merchants.get(did))?.publicKeyJwk;
 }
 
 /**

@@ -12,6 +12,11 @@ import { ShopError } from './shop-error.js';
 export type HttpServerOptions = {
   /** Builds one MCP server per session (an McpServer serves one transport). */
   createMcpServer: () => McpServer;
+  /**
+   * Builds the witness's own MCP server (operator tools, never the model-facing ones), served
+   * statelessly at `/witness`; absent → `/witness` is a 404.
+   */
+  createWitnessServer?: () => McpServer;
   didDocument: DidDocument;
   host: string;
   port: number;
@@ -73,6 +78,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     if (path === '/.well-known/did.json' && request.method === 'GET')
       return sendJson(response, 200, options.didDocument);
     if (path === '/healthz' && request.method === 'GET') return sendJson(response, 200, { ok: true });
+    if (path === '/witness' && options.createWitnessServer !== undefined) {
+      return serveStateless(options.createWitnessServer, request, response);
+    }
     if (path !== '/mcp') return sendJson(response, 404, { error: 'not found' });
 
     // Step 3: route to the session's transport, or open a session on `initialize`. Expired
@@ -150,6 +158,28 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * One request to a stateless MCP endpoint (the witness): a fresh server and transport per POST, no
+ * session to hold or evict. The Host and Origin checks have already run.
+ */
+async function serveStateless(
+  createServer: () => McpServer,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
+  if (request.method !== 'POST') return sendJson(response, 405, rpcError('Method not allowed'));
+  const body = await readJson(request);
+  if (!body.ok) return sendJson(response, body.status, rpcError(body.message));
+  const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
+  const server = createServer();
+  response.once('close', () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(request, response, body.value);
 }
 
 /**

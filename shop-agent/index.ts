@@ -31,3 +31,12 @@ export { SHOP_ERROR_CODES, ShopError, type ShopErrorCode } from './shop-error.js
 export { createShopServer, type ShopServerOptions } from './shop-server.js';
 export { CLOCK_SKEW_SECONDS, checkTimeClaims, MAX_LIFETIME_SECONDS, type TimeClaimsVerdict } from './time-claims.js';
 export { invoiceHash, type ReceiptVerification, verifyReceipt } from './verify-receipt.js';
+export {
+  type CheckpointWitness,
+  DEFAULT_WITNESS_LIMITS,
+  type HeldCheckpoint,
+  openCheckpointWitness,
+  type WitnessLimits,
+  WitnessSubmitInput,
+} from './witness.js';
+export { createWitnessServer, WITNESS_TOOL_NAMES } from './witness-server.js';

@@ -15,6 +15,8 @@ import { loadOrCreateMerchantKey } from './key-store.js';
 import { openOrderStore } from './order-store.js';
 import { createShop, type ShopLog } from './shop.js';
 import { createShopServer } from './shop-server.js';
+import { openCheckpointWitness } from './witness.js';
+import { createWitnessServer } from './witness-server.js';
 
 // Composition root of the shop agent: the only place that reads process.env and argv, and
 // the only place that wires key store, order store, clerk and transport.
@@ -26,6 +28,7 @@ const ARG_OPTIONS = {
   http: { type: 'boolean' },
   port: { type: 'string' },
   host: { type: 'string' },
+  witness: { type: 'boolean' },
   help: { type: 'boolean' },
 } as const;
 
@@ -35,6 +38,8 @@ const USAGE = `Usage: npx tsx shop-agent/main.ts [--http [--port 7600] [--host 1
   --http         serve MCP over Streamable HTTP at /mcp and the DID document at /.well-known/did.json
   --port P       HTTP port (default 7600; 0 picks a free port)
   --host H       HTTP bind address (default 127.0.0.1)
+  --witness      serve only the audit witness over stdio (operator tools for the household's
+                 checkpointer; in HTTP mode the witness is at /witness, beside /mcp)
   --help         show this help
 
 Environment:
@@ -127,6 +132,17 @@ async function main(): Promise<void> {
     fail(parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
   }
   const env = parsed.data;
+  if (args.witness === true) {
+    if (args.http === true) fail('--witness serves stdio; in HTTP mode the witness is at /witness');
+    // The witness alone: the merchant key (to countersign) and its own store, no orders, no clerk.
+    const key = await loadOrCreateMerchantKey(env.SHOP_AGENT_DATA);
+    const witness = openCheckpointWitness({ path: join(env.SHOP_AGENT_DATA, 'witness.sqlite'), key });
+    const transport = new StdioServerTransport();
+    transport.onclose = () => witness.close();
+    await createWitnessServer({ witness, log }).connect(transport);
+    log('server-started', { transport: 'stdio', role: 'witness', did: key.did });
+    return;
+  }
   if (env.SHOP_SETTLEMENT_DID !== undefined && env.SHOP_SETTLEMENT_DID_FILE !== undefined)
     fail('set SHOP_SETTLEMENT_DID or SHOP_SETTLEMENT_DID_FILE, not both');
   const settlementDid =
@@ -167,8 +183,10 @@ async function main(): Promise<void> {
     log('settlement-missing', { message: 'SHOP_SETTLEMENT_DID is not set: every fulfil will be refused' });
 
   if (args.http === true) {
+    const witness = openCheckpointWitness({ path: join(env.SHOP_AGENT_DATA, 'witness.sqlite'), key });
     const http = await startHttpServer({
       createMcpServer,
+      createWitnessServer: () => createWitnessServer({ witness, log }),
       didDocument: didDocument(key),
       host: args.host ?? '127.0.0.1',
       port,
@@ -182,6 +200,7 @@ async function main(): Promise<void> {
     const stop = () => {
       void http.close().finally(() => {
         orders.close();
+        witness.close();
         process.exit(0);
       });
     };

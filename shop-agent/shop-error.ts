@@ -1,5 +1,12 @@
 /** The closed set of reasons the shop fails unexpectedly (expected refusals are values, not errors). */
-export const SHOP_ERROR_CODES = ['config', 'key-store', 'order-store', 'signing', 'transport'] as const;
+export const SHOP_ERROR_CODES = [
+  'config',
+  'key-store',
+  'order-store',
+  'signing',
+  'transport',
+  'witness-store',
+] as const;
 
 /** One of {@link SHOP_ERROR_CODES}. */
 export type ShopErrorCode = (typeof SHOP_ERROR_CODES)[number];

@@ -5,7 +5,7 @@ import { ShopError } from './shop-error.js';
 
 /** What to sign: the VC type after `VerifiableCredential`, its subject, and its lifetime. */
 export type CredentialRequest = {
-  type: 'Invoice' | 'FulfilmentCommitment';
+  type: 'Invoice' | 'FulfilmentCommitment' | 'AuditCheckpointWitnessed';
   subject: Record<string, unknown>;
   ttlSeconds: number;
   now: Date;

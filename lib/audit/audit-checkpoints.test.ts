@@ -80,6 +80,7 @@ describe('audit checkpoints', () => {
     const signing = gate();
     const slow = {
       adminDid: identity.household.adminDid,
+      adminJwk: identity.household.adminJwk,
       issue: async (request: IssueRequest) => {
         await signing.promise;
         return identity.household.issue(request);
@@ -106,6 +107,7 @@ describe('audit checkpoints', () => {
     let fail = true;
     const flaky = {
       adminDid: identity.household.adminDid,
+      adminJwk: identity.household.adminJwk,
       issue: async (request: IssueRequest) => {
         if (fail) throw new Error('the key store is locked');
         return identity.household.issue(request);
@@ -148,5 +150,87 @@ describe('audit checkpoints', () => {
     const options = { audit: identity.store.audit, household: identity.household, path };
     expect(() => createAuditCheckpoints({ ...options, every: 0 })).toThrow(RangeError);
     expect(() => createAuditCheckpoints({ ...options, every: 1.5 })).toThrow(RangeError);
+  });
+});
+
+describe('audit checkpoints over a verified chain only', () => {
+  it('refuses to sign when a witness holds a checkpoint beyond the table, and says why', async () => {
+    const { identity, path } = await household();
+    const { audit } = identity.store;
+    for (let index = 0; index < 4; index += 1) audit.append(event);
+    const head = audit.head();
+    const credential = await identity.household.issue({
+      signer: 'admin',
+      type: 'AuditCheckpoint',
+      subject: identity.household.adminDid,
+      claims: { rowId: 9, hash: 'a'.repeat(64) },
+      now: new Date(),
+    });
+    const ahead = {
+      name: 'test witness',
+      submit: async () => ({ accepted: true as const }),
+      latest: async () => ({ householdDid: identity.household.adminDid, rowId: 9, hash: 'a'.repeat(64), credential }),
+      close: async () => undefined,
+    };
+    const reports: string[] = [];
+    const checkpoints = createAuditCheckpoints({
+      audit,
+      household: identity.household,
+      path,
+      witnesses: [ahead],
+      report: (report) => reports.push(`${report.kind}: ${report.message}`),
+    });
+    expect(await checkpoints.checkpoint()).toBeUndefined();
+    await checkpoints.close();
+    expect(checkpoints.refused()).toMatchObject({ rowId: head.rowId + 1 });
+    expect(reports).toEqual([
+      expect.stringMatching(
+        /^audit-checkpoint-refused: .* rows 5 to 9 are missing: the table ends at row 4, but the witness test witness holds a checkpoint at row 9 .*rolled back/,
+      ),
+    ]);
+    expect(() => readFileSync(path, 'utf8')).toThrow();
+  });
+
+  it('refuses a newest stored checkpoint the admin did not sign', async () => {
+    const { identity, path } = await household();
+    const { audit } = identity.store;
+    audit.append(event);
+    writeFileSync(path, `${JSON.stringify({ rowId: 1, hash: audit.head().hash, credential: 'e30.e30.c2ln' })}\n`);
+    const checkpoints = createAuditCheckpoints({ audit, household: identity.household, path });
+    expect(await checkpoints.checkpoint()).toBeUndefined();
+    await checkpoints.close();
+    expect(checkpoints.refused()?.reason).toContain(
+      'the newest checkpoint in the checkpoint store is not signed by the household admin',
+    );
+    expect(lines(path)).toHaveLength(1);
+  });
+
+  it('hands each checkpoint to the witnesses, and reports one that refuses', async () => {
+    const { identity, path } = await household();
+    const { audit } = identity.store;
+    const submitted: number[] = [];
+    const refusing = {
+      name: 'refusing',
+      submit: async (checkpoint: { rowId: number }) => {
+        submitted.push(checkpoint.rowId);
+        return { accepted: false as const, reason: 'it holds row 99' };
+      },
+      latest: async () => undefined,
+      close: async () => undefined,
+    };
+    const reports: string[] = [];
+    const checkpoints = createAuditCheckpoints({
+      audit,
+      household: identity.household,
+      path,
+      every: 2,
+      witnesses: [refusing],
+      report: (report) => reports.push(report.kind),
+    });
+    audit.append(event);
+    audit.append(event);
+    await checkpoints.close();
+    expect(submitted[0]).toBe(2);
+    expect(reports[0]).toBe('audit-witness-refused');
   });
 });

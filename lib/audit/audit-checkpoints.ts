@@ -1,6 +1,12 @@
-import { chmodSync, closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import type { AuditCheckpointClaims, Household } from '../../identity/index';
 import type { AuditHead, AuditLog } from './audit-log';
+import { checkAuditRow } from './check-audit-row';
+import { type AuditCheckpoint, type CheckpointStore, createFileCheckpointStore } from './checkpoint-store';
+import { genesisHash } from './hash-audit-row';
+import { type CheckpointVerifier, createCheckpointVerifier } from './verify-checkpoint';
+import type { Witness } from './witness';
+
+export type { AuditCheckpoint } from './checkpoint-store';
 
 /** File name of the checkpoints inside the data folder: outside the audited table, append-only, 0600. */
 export const auditCheckpointsFileName = 'audit-checkpoints.jsonl';
@@ -8,113 +14,336 @@ export const auditCheckpointsFileName = 'audit-checkpoints.jsonl';
 /** Rows between two checkpoints when no other number is configured. */
 export const defaultCheckpointEvery = 100;
 
-/** One line of the checkpoints file: the head in plain words for people, and the admin-signed JWT-VC. */
-export interface AuditCheckpoint extends AuditCheckpointClaims {
-  /** The `AuditCheckpoint` JWT-VC over `{rowId, hash}`: the only part a verifier trusts. */
-  readonly credential: string;
+/** Kind of an {@link AuditCheckpointReport}: what the checkpointer has to say in words. */
+export type AuditCheckpointReportKind =
+  | 'audit-checkpoint-refused'
+  | 'audit-tail-unvouched'
+  | 'audit-witness-refused'
+  | 'audit-witness-unreachable';
+
+/**
+ * Something a person must be told about the chain, as a runtime event: a checkpoint refused (the
+ * chain does not verify from the previous checkpoint), rows no checkpoint will vouch for, a witness
+ * that refused or could not be reached.
+ */
+export interface AuditCheckpointReport {
+  readonly kind: AuditCheckpointReportKind;
+  readonly outcome: 'deny' | 'error';
+  readonly message: string;
+  readonly data?: Readonly<Record<string, string | number>>;
+}
+
+/** Why this process signs no more checkpoints: the first row that does not verify, in words. */
+export interface CheckpointRefusal {
+  readonly rowId: number;
+  readonly reason: string;
 }
 
 /** Options of {@link createAuditCheckpoints}. */
 export interface AuditCheckpointsOptions {
   readonly audit: AuditLog;
-  /** Signs with the admin key (SPEC §5.1). */
-  readonly household: Pick<Household, 'adminDid' | 'issue'>;
-  /** The checkpoints file, normally `<data folder>/audit-checkpoints.jsonl`. */
-  readonly path: string;
+  /** Signs with the admin key (SPEC §5.1), and verifies earlier checkpoints against its public key. */
+  readonly household: Pick<Household, 'adminDid' | 'adminJwk' | 'issue'>;
+  /** Where checkpoints are kept; default a file store at `path`. */
+  readonly store?: CheckpointStore;
+  /** The checkpoints file, normally `<data folder>/audit-checkpoints.jsonl` (when no `store` is given). */
+  readonly path?: string;
+  /**
+   * The chain's head as earlier processes left it, read before this process appended a row; default
+   * the head when this is called. Rows after the newest checkpoint up to it were never signed by the
+   * process that wrote them: no checkpoint of this process vouches for them.
+   */
+  readonly inherited?: AuditHead;
+  /** Every checkpoint is submitted to each (SPEC §8); their latest is checked at start. */
+  readonly witnesses?: readonly Witness[];
   /** A checkpoint whenever this process appends a row whose id is a multiple of it; default 100. */
   readonly every?: number;
   /** When a checkpoint is signed (`iat`); default the system clock. */
   readonly now?: () => Date;
-  /** A checkpoint that could not be signed or written. The audit rows are unaffected. */
+  /** A checkpoint that could not be signed or written, or a witness fault. The audit rows are unaffected. */
   readonly onError?: (error: Error) => void;
+  /** What a person must read about the chain (the runtime emits each as an event, so it is in the chain too). */
+  readonly report?: (report: AuditCheckpointReport) => void;
 }
 
-/** Signs the chain's head into the checkpoints file (SPEC §8). */
+/** Signs the chain's head into the checkpoint store, and hands each checkpoint to the witnesses (SPEC §8). */
 export interface AuditCheckpoints {
   /**
-   * Signs the head as it is at this call, after every earlier checkpoint is written. Resolves with
-   * the checkpoint, or `undefined` when this head is already signed or signing failed; never rejects.
+   * Signs the head as it is at this call, after every earlier checkpoint is written, if the chain
+   * verifies from the previous checkpoint. Resolves with the checkpoint, or `undefined` when this head
+   * is already signed, the chain does not verify, or signing failed; never rejects.
    */
   checkpoint(): Promise<AuditCheckpoint | undefined>;
-  /** Stops the every-N checkpoints, signs the head, and waits until every checkpoint is written. */
+  /** Why this process refuses to sign, once it found the chain broken; `undefined` while it signs. */
+  refused(): CheckpointRefusal | undefined;
+  /** Stops the every-N checkpoints, signs the head, and waits until every checkpoint is written and witnessed. */
   close(): Promise<void>;
 }
+
+/** Rows read at a time while a segment of the chain is verified. */
+const page = 1000;
 
 /**
  * Keeps signed checkpoints of the audit chain outside the audited table: every `every` rows and at
  * close the household admin signs `{rowId, hash}` of the head as an `AuditCheckpoint` credential,
- * so a verifier detects a deleted tail or a chain recomputed after an edit. Signing is async and
- * never delays `append`: the head is read when the checkpoint is requested, signed later, and the
- * lines are written in request order. A failed checkpoint is reported and loses no event.
+ * so a verifier detects a deleted tail or a chain recomputed after an edit.
+ *
+ * A checkpoint is signed only over a chain verified from the previous checkpoint (SPEC §8, issue 26):
+ * before the first one, the newest stored checkpoint's signature is checked against the admin key,
+ * each witness's latest checkpoint too (the newest of them is where verification starts), and every
+ * row from there to the head is re-walked (link, hash, canonical bytes); before each later one, the
+ * rows since the last. A chain that does not verify is never signed again by this process, and the
+ * refusal is reported in words. Rows an earlier process wrote after its last checkpoint (it crashed,
+ * or someone rewrote them while it was stopped) are consistent or not, but nobody signed them: they
+ * are reported as unvouched, and that report is a row of the chain before any later checkpoint, so
+ * no signature ever passes them off as verified.
+ *
+ * Signing is async and never delays `append`: the head is read when the checkpoint is requested,
+ * signed later, and the checkpoints are written in request order. A failed checkpoint is reported and
+ * loses no event.
  */
 export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditCheckpoints {
   const every = options.every ?? defaultCheckpointEvery;
   if (!Number.isSafeInteger(every) || every < 1) throw new RangeError('checkpoint interval must be a positive integer');
+  if (options.store === undefined && options.path === undefined)
+    throw new TypeError('a checkpoint store or path is needed');
+  const store = options.store ?? createFileCheckpointStore(options.path ?? '');
   const now = options.now ?? (() => new Date());
-  let queue: Promise<unknown> = Promise.resolve();
-  let lastSigned: number | undefined;
-  let closed = false;
-
-  const sign = async (head: AuditHead): Promise<AuditCheckpoint | undefined> => {
-    if (head.rowId === lastSigned) return undefined;
+  const { audit, household } = options;
+  const witnesses = options.witnesses ?? [];
+  const inherited = options.inherited ?? audit.head();
+  const verifyCheckpoint: CheckpointVerifier = createCheckpointVerifier({
+    adminDid: household.adminDid,
+    adminJwk: household.adminJwk,
+    now,
+  });
+  const report = (entry: AuditCheckpointReport) => {
     try {
-      const credential = await options.household.issue({
+      options.report?.(entry);
+    } catch (error) {
+      options.onError?.(error instanceof Error ? error : new Error(String(error)));
+    }
+  };
+  let queue: Promise<unknown> = Promise.resolve();
+  let witnessing: Promise<unknown> = Promise.resolve();
+  let established: Promise<void> | undefined;
+  /** The last head this process verified the chain up to (signed, or verified at start). */
+  let verified: AuditHead | undefined;
+  /** No checkpoint may sign a head below this row: the report of an unvouched tail sits at it. */
+  let floor = 0;
+  let lastSigned: number | undefined;
+  let refusal: CheckpointRefusal | undefined;
+  let closed = false;
+  const unreachable = new Set<string>();
+
+  const refuse = (rowId: number, reason: string): void => {
+    if (refusal !== undefined) return;
+    refusal = { rowId, reason };
+    report({
+      kind: 'audit-checkpoint-refused',
+      outcome: 'error',
+      message: `The household admin signs no audit checkpoint: the chain does not verify from the previous checkpoint — ${reason}. Run npm run audit:verify, and keep this data folder as evidence.`,
+      data: { rowId },
+    });
+  };
+
+  /**
+   * Re-walks the rows after `from` up to `to.rowId` and checks that the chain reaches `to.hash`
+   * there; the first row that breaks, or `undefined`.
+   */
+  const verifySegment = (from: AuditHead, to: AuditHead): CheckpointRefusal | undefined => {
+    if (to.rowId < from.rowId) {
+      return {
+        rowId: to.rowId + 1,
+        reason: `rows ${to.rowId + 1} to ${from.rowId} are missing: the table ends at row ${to.rowId}, but row ${from.rowId} was signed (the last rows were deleted or rolled back)`,
+      };
+    }
+    if (from.rowId > 0) {
+      const [row] = audit.rows(from.rowId - 1, 1);
+      const verdict = checkAuditRow(row, { id: from.rowId, previousHash: row?.prevHash ?? '' });
+      if (!verdict.ok) return verdict;
+      if (verdict.hash !== from.hash) {
+        return {
+          rowId: from.rowId,
+          reason: `row ${from.rowId}'s hash is not the one the household admin signed for it: the chain up to row ${from.rowId} was rewritten`,
+        };
+      }
+    }
+    let previous = from;
+    while (previous.rowId < to.rowId) {
+      const rows = audit.rows(previous.rowId, Math.min(page, to.rowId - previous.rowId));
+      if (rows.length === 0) return { rowId: previous.rowId + 1, reason: `row ${previous.rowId + 1} is missing` };
+      for (const row of rows) {
+        const verdict = checkAuditRow(row, { id: previous.rowId + 1, previousHash: previous.hash });
+        if (!verdict.ok) return verdict;
+        previous = { rowId: row.id, hash: verdict.hash };
+      }
+    }
+    if (previous.hash !== to.hash) {
+      return { rowId: to.rowId, reason: `row ${to.rowId} changed while it was being checkpointed` };
+    }
+    return undefined;
+  };
+
+  /** Where verification starts: the newest checkpoint the admin signed, in the store or at a witness. */
+  const establish = async (): Promise<void> => {
+    let from: AuditHead = { rowId: 0, hash: genesisHash };
+    const anchors: Array<{ head: AuditHead; where: string }> = [];
+    // 1. The newest stored checkpoint, verified against the admin's key: a forged or damaged last line is a refusal.
+    const newest = await store.newest();
+    if (newest !== undefined) {
+      const verdict = await verifyCheckpoint(newest, 'the newest checkpoint in the checkpoint store');
+      if (!verdict.ok) return refuse(verdict.rowId, verdict.reason);
+      anchors.push({ head: verdict.checkpoint, where: 'the checkpoint store' });
+      lastSigned = verdict.checkpoint.rowId;
+    }
+    // 2. What each witness holds: the household's disk cannot roll it back.
+    for (const witness of witnesses) {
+      let held: Awaited<ReturnType<Witness['latest']>>;
+      try {
+        held = await witness.latest(household.adminDid);
+      } catch (error) {
+        witnessUnreachable(witness, error);
+        continue;
+      }
+      if (held === undefined) continue;
+      const verdict = await verifyCheckpoint(held, `the checkpoint the witness ${witness.name} holds`);
+      if (!verdict.ok) {
+        // A record the admin did not sign vouches for nothing (and cannot stand in for one that was).
+        report({
+          kind: 'audit-witness-refused',
+          outcome: 'error',
+          message: verdict.reason,
+          data: { witness: witness.name },
+        });
+        continue;
+      }
+      anchors.push({ head: verdict.checkpoint, where: `the witness ${witness.name}` });
+    }
+    const head = audit.head();
+    // 3. Every anchor must be in the chain as signed; verification runs from the newest of them.
+    for (const anchor of anchors) {
+      if (anchor.head.rowId > head.rowId) {
+        return refuse(
+          head.rowId + 1,
+          `rows ${head.rowId + 1} to ${anchor.head.rowId} are missing: the table ends at row ${head.rowId}, but ${anchor.where} holds a checkpoint at row ${anchor.head.rowId} signed by the household admin (the table was rolled back)`,
+        );
+      }
+      const broken = verifySegment(anchor.head, anchor.head);
+      if (broken !== undefined) return refuse(broken.rowId, `${broken.reason} (checked against ${anchor.where})`);
+      if (anchor.head.rowId > from.rowId) from = anchor.head;
+    }
+    const broken = verifySegment(from, head);
+    if (broken !== undefined) return refuse(broken.rowId, broken.reason);
+    // 4. Rows an earlier process wrote and never signed: said so in the chain before anything is signed over them.
+    if (inherited.rowId > from.rowId) {
+      report({
+        kind: 'audit-tail-unvouched',
+        outcome: 'error',
+        message: `Rows ${from.rowId + 1} to ${inherited.rowId} were written after the last checkpoint (row ${from.rowId}) by a process that stopped without signing them: no checkpoint vouches for them, and they may have been rewritten while it was stopped.`,
+        data: { fromRow: from.rowId + 1, toRow: inherited.rowId, checkpointRow: from.rowId },
+      });
+      floor = inherited.rowId + 1;
+    }
+    verified = head;
+  };
+
+  const witnessUnreachable = (witness: Witness, error: unknown): void => {
+    options.onError?.(new Error(`the audit witness ${witness.name} could not be reached`, { cause: error }));
+    if (unreachable.has(witness.name)) return;
+    unreachable.add(witness.name);
+    report({
+      kind: 'audit-witness-unreachable',
+      outcome: 'error',
+      message: `The audit witness ${witness.name} could not be reached: checkpoints are kept on this disk only until it answers (${error instanceof Error ? error.message : String(error)}).`,
+      data: { witness: witness.name },
+    });
+  };
+
+  const witness = (checkpoint: AuditCheckpoint): void => {
+    const submission = { householdDid: household.adminDid, ...checkpoint };
+    witnessing = witnessing.then(async () => {
+      for (const each of witnesses) {
+        try {
+          const receipt = await each.submit(submission);
+          unreachable.delete(each.name);
+          if (!receipt.accepted) {
+            report({
+              kind: 'audit-witness-refused',
+              outcome: 'deny',
+              message: `The audit witness ${each.name} refused the checkpoint at row ${checkpoint.rowId}: ${receipt.reason}.`,
+              data: { witness: each.name, rowId: checkpoint.rowId },
+            });
+          }
+        } catch (error) {
+          witnessUnreachable(each, error);
+        }
+      }
+    });
+  };
+
+  const sign = async (requested: AuditHead): Promise<AuditCheckpoint | undefined> => {
+    established ??= establish().catch((error: unknown) => {
+      refuse(
+        0,
+        `the previous checkpoint could not be read (${error instanceof Error ? error.message : String(error)})`,
+      );
+    });
+    await established;
+    if (refusal !== undefined || verified === undefined) return undefined;
+    // A head inside an unvouched tail is never signed: the checkpoint covers the report of it too.
+    const head = requested.rowId < floor ? audit.head() : requested;
+    if (head.rowId === lastSigned) return undefined;
+    if (head.rowId > verified.rowId) {
+      const broken = verifySegment(verified, head);
+      if (broken !== undefined) {
+        refuse(broken.rowId, broken.reason);
+        return undefined;
+      }
+    }
+    try {
+      const credential = await household.issue({
         signer: 'admin',
         type: 'AuditCheckpoint',
-        subject: options.household.adminDid,
+        subject: household.adminDid,
         claims: { rowId: head.rowId, hash: head.hash } satisfies AuditCheckpointClaims,
         now: now(),
       });
       const checkpoint: AuditCheckpoint = { rowId: head.rowId, hash: head.hash, credential };
-      appendLine(options.path, `${JSON.stringify(checkpoint)}\n`);
+      await store.append(checkpoint);
       lastSigned = head.rowId;
+      if (head.rowId > verified.rowId) verified = head;
+      witness(checkpoint);
       return checkpoint;
     } catch (error) {
-      options.onError?.(
-        new Error(`audit checkpoint at row ${head.rowId} not written`, {
-          cause: error,
-        }),
-      );
+      options.onError?.(new Error(`audit checkpoint at row ${head.rowId} not written`, { cause: error }));
       return undefined;
     }
   };
 
   const request = (): Promise<AuditCheckpoint | undefined> => {
     // The head at the moment of the request: later rows wait for the next checkpoint.
-    const head = options.audit.head();
+    const head = audit.head();
     const written = queue.then(() => sign(head));
     queue = written;
     return written;
   };
 
-  const unsubscribe = options.audit.subscribe((entry) => {
+  const unsubscribe = audit.subscribe((entry) => {
     if (entry.id % every === 0) void request();
   });
 
   return {
     checkpoint: () => (closed ? queue.then(() => undefined) : request()),
+    refused: () => refusal,
     async close() {
-      if (closed) {
-        await queue;
-        return;
+      if (!closed) {
+        closed = true;
+        unsubscribe();
+        await request();
       }
-      closed = true;
-      unsubscribe();
-      await request();
+      await queue;
+      await witnessing;
     },
   };
-}
-
-/** Appends one line and syncs it to disk; the file is created owner-only and kept so. */
-function appendLine(path: string, line: string): void {
-  const descriptor = openSync(path, 'a', 0o600);
-  try {
-    chmodSync(path, 0o600);
-    const bytes = Buffer.from(line, 'utf8');
-    let written = 0;
-    while (written < bytes.length) written += writeSync(descriptor, bytes, written, bytes.length - written);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
 }

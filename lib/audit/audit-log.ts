@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { HouseholdEvent } from '../events';
+import type { StoredAuditRow } from './check-audit-row';
 import { canonicalJson, genesisHash, hashAuditRow } from './hash-audit-row';
 import { parseJson } from './parse-json';
 
@@ -56,6 +57,11 @@ export interface AuditLog {
   forOrder(orderId: string): readonly AuditEntry[];
   /** The chain's last row as it is now. */
   head(): AuditHead;
+  /**
+   * Up to `limit` stored rows with an id above `id`, in id order, exactly as stored and unparsed:
+   * what the checkpointer re-verifies before it signs (a row edited at rest must not be skipped).
+   */
+  rows(id: number, limit: number): readonly StoredAuditRow[];
   /** Calls `listener` with every entry this process appends from now on; returns the unsubscribe. */
   subscribe(listener: AuditListener): () => void;
 }
@@ -100,6 +106,9 @@ export function createSqliteAuditLog(database: Database.Database): AuditLog {
   );
   const insert = database.prepare<[number, string, string, string]>(
     'INSERT INTO audit_log (id, event, prev_hash, hash) VALUES (?, ?, ?, ?)',
+  );
+  const stored = database.prepare<[number, number], StoredAuditRow>(
+    'SELECT id, event, prev_hash AS prevHash, hash FROM audit_log WHERE id > ? ORDER BY id LIMIT ?',
   );
   const listeners = new Set<AuditListener>();
 
@@ -156,6 +165,7 @@ export function createSqliteAuditLog(database: Database.Database): AuditLog {
       const row = last.get();
       return row === undefined ? { rowId: 0, hash: genesisHash } : { rowId: row.id, hash: row.hash };
     },
+    rows: (id, limit) => stored.all(id, Math.max(1, Math.min(limit, maxLimit))),
     subscribe(listener) {
       listeners.add(listener);
       return () => {

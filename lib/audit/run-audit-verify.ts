@@ -1,29 +1,46 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { readHouseholdEnv } from '../env';
-import { openIdentity, storeFileName } from '../start-identity';
+import { type HouseholdEnv, readHouseholdEnv } from '../env';
+import { type OpenIdentity, openIdentity, storeFileName } from '../start-identity';
 import { auditCheckpointsFileName } from './audit-checkpoints';
+import { createShopWitness, shopWitnessEndpoint } from './shop-witness';
 import { verifyAuditChain } from './verify-audit-chain';
+import { createFileWitness, type Witness } from './witness';
 
-const usage = `Usage: npm run audit:verify [-- --data <folder>]
+const usage = `Usage: npm run audit:verify [-- --data <folder>] [--witness shop|file:<path>|<url>]…
 
 Re-walks the household's audit chain from row 1 and checks it against the newest checkpoint the
 household admin signed. Exit 0 when it verifies, 1 when it is broken or cannot be read.
 
-Reads EXTENSIBLE_MCP_DATA (default ./.data; --data wins) and EXTENSIBLE_MCP_ORIGIN (default http://localhost:3000).`;
+  --witness shop         also check it against what the shop's witness holds (its /witness beside
+                         PIZZA_URL, else a --witness child of the shop on <data>/shop); in docker, run
+                         it inside the app container: the host cannot reach the shop
+  --witness file:<path>  against an append-only witness file (EXTENSIBLE_MCP_AUDIT_WITNESS_FILE)
+  --witness <url>        against a shop witness at that URL (http(s)://…/witness)
+
+A rollback of the table and the checkpoints file together is reported against the witness, with the
+last row the witness vouches for.
+
+Reads EXTENSIBLE_MCP_DATA (default ./.data; --data wins), EXTENSIBLE_MCP_ORIGIN (default
+http://localhost:3000), PIZZA_URL and PIZZA_WITNESS_URL.`;
 
 /**
  * `npm run audit:verify` (SPEC §8): verifies the data folder's audit chain against the admin's
- * pinned key and prints one line — `audit chain verified: …` or `audit chain broken at row R: …`.
- * Returns the exit code: 0 verified, 1 broken or unreadable, 2 bad usage.
+ * pinned key — and, with `--witness`, against what each witness holds — and prints one line:
+ * `audit chain verified: …` or `audit chain broken at row R: …`. Returns the exit code: 0 verified,
+ * 1 broken or unreadable, 2 bad usage.
  */
 export async function runAuditVerify(argv: readonly string[], print: (line: string) => void): Promise<number> {
-  let values: { data?: string | undefined; help?: boolean | undefined };
+  let values: { data?: string | undefined; witness?: string[] | undefined; help?: boolean | undefined };
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { data: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        data: { type: 'string' },
+        witness: { type: 'string', multiple: true },
+        help: { type: 'boolean', short: 'h' },
+      },
     }));
   } catch (error) {
     print(`${error instanceof Error ? error.message : String(error)}\n\n${usage}`);
@@ -44,24 +61,56 @@ export async function runAuditVerify(argv: readonly string[], print: (line: stri
   // The admin's key, as the household pinned it (the same document /.well-known/did.json serves).
   const identity = await openIdentity(env);
   const { adminDid, adminJwk } = identity.household;
-  identity.close();
-
-  const verdict = await verifyAuditChain({
-    databasePath,
-    checkpointsPath: join(env.dataDir, auditCheckpointsFileName),
-    adminDid,
-    adminJwk,
-  });
-  if (!verdict.ok) {
-    print(`audit chain broken at row ${verdict.rowId}: ${verdict.reason}`);
-    return 1;
+  let witnesses: Witness[];
+  try {
+    witnesses = (values.witness ?? []).map((spec) => witnessOf(spec, env, identity));
+  } catch (error) {
+    identity.close();
+    print(`${error instanceof Error ? error.message : String(error)}\n\n${usage}`);
+    return 2;
   }
-  if (verdict.checkpoint === undefined) {
-    print(`audit chain verified: ${verdict.rows} rows, no checkpoint yet (the chain is empty)`);
+  try {
+    const verdict = await verifyAuditChain({
+      databasePath,
+      checkpointsPath: join(env.dataDir, auditCheckpointsFileName),
+      adminDid,
+      adminJwk,
+      ...(values.witness === undefined ? {} : { witnesses }),
+    });
+    if (!verdict.ok) {
+      print(`audit chain broken at row ${verdict.rowId}: ${verdict.reason}`);
+      return 1;
+    }
+    if (verdict.checkpoint === undefined) {
+      print(`audit chain verified: ${verdict.rows} rows, no checkpoint yet (the chain is empty)`);
+      return 0;
+    }
+    const { rowId, signedBy } = verdict.checkpoint;
+    const unsigned = verdict.rows > rowId ? `; rows ${rowId + 1} to ${verdict.rows} await the next checkpoint` : '';
+    const witnessed = (verdict.witnessed ?? [])
+      .map((vouch) => `; the witness ${vouch.witness} vouches for rows 1 to ${vouch.rowId}`)
+      .join('');
+    print(
+      `audit chain verified: ${verdict.rows} rows, checkpoint at row ${rowId} signed by ${signedBy}${unsigned}${witnessed}`,
+    );
     return 0;
+  } finally {
+    await Promise.all(witnesses.map((witness) => witness.close()));
+    identity.close();
   }
-  const { rowId, signedBy } = verdict.checkpoint;
-  const unsigned = verdict.rows > rowId ? `; rows ${rowId + 1} to ${verdict.rows} await the next checkpoint` : '';
-  print(`audit chain verified: ${verdict.rows} rows, checkpoint at row ${rowId} signed by ${signedBy}${unsigned}`);
-  return 0;
+}
+
+/** One `--witness` value as a witness: `shop`, `file:<path>` (or a path), or the URL of a shop's `/witness`. */
+function witnessOf(spec: string, env: HouseholdEnv, identity: OpenIdentity): Witness {
+  const merchantJwk = async () => {
+    const did = await identity.store.identity.records.get('household', 'merchant:pizza');
+    return did === undefined ? undefined : (await identity.store.identity.merchants.get(did))?.publicKeyJwk;
+  };
+  const adminJwk = identity.household.adminJwk;
+  if (spec === 'shop') return createShopWitness({ endpoint: shopWitnessEndpoint(env), adminJwk, merchantJwk });
+  if (/^https?:\/\//.test(spec))
+    return createShopWitness({ endpoint: { kind: 'http', url: spec }, adminJwk, merchantJwk });
+  const path = spec.startsWith('file:') ? spec.slice('file:'.length) : spec;
+  if (path === '') throw new Error('--witness file: needs a path');
+  return createFileWitness(resolve(path));
 }

@@ -160,6 +160,71 @@ export function getHouseholdApp(): Promise<HouseholdApp> {
   return app;
 }
 
+/** Marks the process whose signals already close the household app (see {@link closeHouseholdAppOnSignals}). */
+const signalsKey = Symbol.for('extensible-mcp.household-app.signals');
+
+/** Longest wait for the household to close at a signal before the process goes on exiting. */
+const shutdownDeadlineMs = 8000;
+
+/**
+ * Closes the process's household app — the gateway, then the closing audit checkpoint, the
+ * witnesses and the store (issue 26) — when the process is told to stop (SIGTERM from `docker stop`
+ * or a supervisor, SIGINT from a terminal), and only then lets the listeners that were there before
+ * (`next start`'s own, which exits) run; with none, exits with 128 + the signal's number. Without
+ * this, `next start` exits at once on SIGTERM and the rows since the last checkpoint stay unsigned.
+ * A close that hangs past a deadline does not keep the process from stopping.
+ */
+export function closeHouseholdAppOnSignals(options: { readonly log?: (line: string) => void } = {}): void {
+  // Once per process: a second call (a dev-mode reload of the hook) must not wrap the first.
+  const installed = globalThis as { [signalsKey]?: true };
+  if (installed[signalsKey]) return;
+  installed[signalsKey] = true;
+  const log = options.log ?? ((line: string) => console.error(line));
+  for (const [signal, number] of [
+    ['SIGTERM', 15],
+    ['SIGINT', 2],
+  ] as const) {
+    const earlier = process.listeners(signal);
+    process.removeAllListeners(signal);
+    let closing = false;
+    process.on(signal, () => {
+      // A second signal while closing changes nothing: the first one's close is under way.
+      if (closing) return;
+      closing = true;
+      void closeRunningApp(log).then(() => {
+        if (earlier.length === 0) process.exit(128 + number);
+        for (const listener of earlier) listener(signal);
+      });
+    });
+  }
+}
+
+/** Closes the process's household app if one started; a fault or a hang is logged, never thrown. */
+async function closeRunningApp(log: (line: string) => void): Promise<void> {
+  const app = slot[slotKey];
+  if (app === undefined) return;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      log(`the household did not close within ${shutdownDeadlineMs / 1000} s: stopping anyway`);
+      resolve();
+    }, shutdownDeadlineMs);
+    timer.unref();
+  });
+  const closed = app.then(
+    (running) => running.close(),
+    () => undefined,
+  );
+  try {
+    await Promise.race([
+      closed.catch((error: unknown) => log(`the household did not close cleanly: ${String(error)}`)),
+      deadline,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Installs `app` as the process's household app (tests, or a host that composes its own); `undefined` clears it. */
 export function setHouseholdApp(app: HouseholdApp | undefined): void {
   if (app === undefined) delete slot[slotKey];

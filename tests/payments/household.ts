@@ -85,10 +85,14 @@ export async function startTestHousehold(
     railTimeoutMs?: number;
     onEvent?: RuntimeOptions['onEvent'];
     enrol?: boolean;
+    auditCheckpointEvery?: number;
+    /** More household environment (`PIZZA_URL`, `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE`, …). */
+    env?: Readonly<Record<string, string>>;
   } = {},
 ): Promise<TestHousehold> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'household-payments-')));
   const env = readHouseholdEnv({
+    ...options.env,
     EXTENSIBLE_MCP_DATA: dataDir,
     EXTENSIBLE_MCP_POLICY_ENGINE: options.engine ?? 'rego',
   });
@@ -100,6 +104,7 @@ export async function startTestHousehold(
     ...(options.callTimeoutMs === undefined ? {} : { callTimeoutMs: options.callTimeoutMs }),
     ...(options.railTimeoutMs === undefined ? {} : { railTimeoutMs: options.railTimeoutMs }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    ...(options.auditCheckpointEvery === undefined ? {} : { auditCheckpointEvery: options.auditCheckpointEvery }),
   });
   const client = await connectInMemory(runtime.gateway, { name: 'payments-test', principal: { id: 'test' } });
   const members = {} as Record<Role, Member>;
