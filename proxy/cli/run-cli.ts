@@ -45,6 +45,9 @@ Options:
                        token 16+ characters). A client must present one; its name is the client's
                        principal, which owns its discovery scopes. Without this file there is no
                        authentication: every HTTP client is the principal "anonymous".
+  --max-sessions N     HTTP sessions (2025-11-25 clients) open at once, also per client address
+                       (default 100 in all, 25 per address); a new one closes the least recently used
+                       idle session, or is refused while every session is busy.
   --store URL          Where discovery scopes are kept: sqlite:FILE (shared by proxies on one
                        file) or memory:. Default: sqlite:proxy.sqlite beside the config.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
@@ -105,6 +108,7 @@ function parseCliArgs(argv: string[]) {
       host: { type: 'string', default: '127.0.0.1' },
       'allowed-host': { type: 'string', multiple: true },
       'http-tokens': { type: 'string' },
+      'max-sessions': { type: 'string' },
       store: { type: 'string' },
       'call-timeout': { type: 'string', default: '60000' },
       offline: { type: 'boolean', default: false },
@@ -233,7 +237,12 @@ export async function runCli(argv: string[]): Promise<number> {
   if (positionals.length > 0) return usageError(`unexpected argument "${positionals[0]}"`);
   const port = positiveInteger(values.port, '--port');
   const callTimeoutMs = positiveInteger(values['call-timeout'], '--call-timeout');
+  const maxSessions =
+    values['max-sessions'] === undefined ? undefined : positiveInteger(values['max-sessions'], '--max-sessions');
   if (port === undefined || callTimeoutMs === undefined) return 2;
+  if (values['max-sessions'] !== undefined && (maxSessions === undefined || maxSessions < 1)) {
+    return usageError('--max-sessions expects a whole number from 1');
+  }
 
   const env = readProxyEnv();
   let gatewayOptions: GatewayOptions;
@@ -330,6 +339,7 @@ export async function runCli(argv: string[]): Promise<number> {
       port,
       allowedHosts: values['allowed-host'] ?? [],
       ...(inboundTokens !== undefined && { inboundTokens }),
+      ...(maxSessions !== undefined && { maxSessions, maxSessionsPerAddress: maxSessions }),
     });
     process.stderr.write(`[extensible-mcp] serving Streamable HTTP at ${endpoint.url}\n`);
     if (inboundTokens === undefined) logLine('no --http-tokens: every HTTP client is the principal "anonymous"');

@@ -172,9 +172,18 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
   const carried = options.scope ?? 'connection';
   const server = new Server(
     { name: 'extensible-mcp', version: '0.1.0' },
-    { capabilities: { tools: {} }, instructions },
+    // `logging`: the client may set a level (`logging/setLevel`, kept per session by the SDK) and
+    // then receives the refusals of its own calls as `notifications/message` warnings.
+    { capabilities: { tools: {}, logging: {} }, instructions },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: metaTools }));
+  /** A refused or failed call, as a warning on the session's log (if its level lets warnings through). */
+  const logRefusal = async (result: CallToolResult, sessionId: string | undefined) => {
+    const text = result.content.map((block) => (block.type === 'text' ? block.text : '')).join(' ');
+    await server
+      .sendLoggingMessage({ level: 'warning', logger: 'extensible-mcp', data: text.slice(0, 2_000) }, sessionId)
+      .catch(() => undefined);
+  };
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const clientCapabilities = server.getClientCapabilities() ?? {};
     const elicitation = clientCapabilities.elicitation;
@@ -200,8 +209,11 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
       switch (request.params.name) {
         case 'search_tools':
           return await searchTools(gateway, args, context);
-        case 'call_tool':
-          return await callTool(gateway, args, context);
+        case 'call_tool': {
+          const result = await callTool(gateway, args, context);
+          if (result.isError) await logRefusal(result, extra.sessionId);
+          return result;
+        }
         case 'load_mcp_server':
           return await loadServer(gateway, args, context);
         default:

@@ -16,6 +16,7 @@ import { type Latency, measure, measureInterleaved } from './measure';
 import { paymentsBench } from './payments-bench';
 import { policyBench } from './policy-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
+import { httpThroughput, stdioShutdown } from './transport-bench';
 
 // `npm run bench`: every performance figure of the project, as one JSON document on stdout,
 // comparisons side by side in one run. Progress goes to stderr.
@@ -156,7 +157,7 @@ const only = process.argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)
   .split(',');
-const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity' | 'payments') =>
+const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity' | 'payments' | 'transport') =>
   only === undefined || only.includes(part);
 
 async function main() {
@@ -219,6 +220,14 @@ async function main() {
   const calls = wanted('calls') ? [await callOverhead('in-memory', 3_000), await callOverhead('stdio', 1_000)] : [];
   const inMemory = calls[0];
 
+  log('transport: Streamable HTTP throughput (10 clients, 2025 sessions) and stdio shutdown');
+  const transport = wanted('transport')
+    ? {
+        http: [await httpThroughput({ clients: 10, perClient: 100, rounds: 3 })],
+        stdioShutdown: await stdioShutdown(5),
+      }
+    : undefined;
+
   log('policy evaluation');
   const policy = wanted('policy') ? await policyBench() : undefined;
 
@@ -236,13 +245,26 @@ async function main() {
     searchTools: search,
     searchStartup: startup,
     callToolOverhead: calls,
+    transport,
     policy,
     identity,
     payments,
     targets: {
-      'call_tool added p50 <= 500 us (in-memory)': inMemory && {
+      'call_tool added p50 <= 30 us (in-memory)': inMemory && {
         value: inMemory.addedP50Us,
-        met: inMemory.addedP50Us <= 500,
+        met: inMemory.addedP50Us <= 30,
+      },
+      'HTTP proxied >= 60 % of direct calls/s (10 clients, 2025 sessions)': transport?.http[0] && {
+        value: transport.http[0].ratio,
+        met: transport.http[0].ratio >= 0.6,
+      },
+      'HTTP added p99 <= 10 ms (10 clients, 2025 sessions)': transport?.http[0] && {
+        value: transport.http[0].addedP99Us,
+        met: transport.http[0].addedP99Us <= 10_000,
+      },
+      'stdio shutdown < 2 s after end of input (worst of 5, both modes)': transport && {
+        value: Math.max(...transport.stdioShutdown.map((figure) => figure.worstMs)),
+        met: transport.stdioShutdown.every((figure) => figure.worstMs < 2_000 && figure.exitCodes.join() === '0'),
       },
       'hybrid search_tools p95 <= 25 ms at 10 000 tools': hybridAt10k && {
         value: hybridAt10k.p95Us,

@@ -56,6 +56,7 @@ describe('extensible-mcp CLI', () => {
       '--host',
       '--allowed-host',
       '--http-tokens',
+      '--max-sessions',
       '--store',
       '--call-timeout',
       '--offline',

@@ -1,3 +1,4 @@
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway, type Gateway, hideTools } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
@@ -74,6 +75,26 @@ describe('meta-tools', () => {
     expect(await searchNames(other, 'echo message')).toContain('fixture__echo');
     expect((await callTool(client, 'fixture__echo', { message: 'hi' })).isError).toBe(true);
     expect(textOf(await callTool(other, 'fixture__echo', { message: 'hi' }))).toBe('echo: hi');
+  });
+
+  it('answers logging/setLevel and logs a refused call as a warning, only at a level that lets it through', async () => {
+    const client = await connectClient(await startProxy());
+    const logged: unknown[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      logged.push(notification.params);
+    });
+    await client.setLoggingLevel('error');
+    await callTool(client, 'fixture__echo', { message: 'not searched' });
+    await client.setLoggingLevel('warning');
+    await callTool(client, 'fixture__add', { a: 1, b: 2 });
+    // The notification travels before the result it is about, over the same ordered transport.
+    expect(logged).toEqual([
+      {
+        level: 'warning',
+        logger: 'extensible-mcp',
+        data: expect.stringMatching(/"fixture__add" has not been discovered/),
+      },
+    ]);
   });
 
   it('only registers what search returned: a tool outside the top-k stays undiscovered', async () => {
