@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createHttpHandler, type Gateway, type HttpHandler } from '../../proxy/index';
+import { allowedHost } from './host-rule';
 
 /** The embedded proxy served to external MCP clients at `/mcp` (SPEC §8). */
 export interface McpEndpoint {
@@ -49,7 +50,8 @@ export function createMcpEndpoint(options: McpEndpointOptions): McpEndpoint {
         );
       }
       handler ??= createHttpHandler(options.gateway, {
-        allowedHosts: [new URL(options.origin).host],
+        // The same Host rule as every other route (the interceptor applies it first).
+        allowedHosts: [allowedHost(options.origin)],
         allowedOrigins: [options.origin],
         path: '/mcp',
       });
