@@ -135,7 +135,7 @@ describe('openHouseholdStore: the file', () => {
       identityMigrations.map((migration) => migration.version),
     );
     expect(new Set(rows.map((row) => (row as { module: string }).module))).toEqual(
-      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit']),
+      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'limits']),
     );
 
     const again = reopen(path);

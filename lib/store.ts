@@ -8,6 +8,8 @@ import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
 import { identityMigrations } from './identity-migrations';
+import type { RequestLimitStore } from './limits/request-limits';
+import { createSqliteRequestLimitStore, requestLimitMigrations } from './limits/sqlite-request-limits';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
@@ -23,6 +25,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   'mock-rail': mockRailMigrations,
   chat: chatMigrations,
   audit: auditMigrations,
+  // After identity: the limits count pending requests from its `approvals` table.
+  limits: requestLimitMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -48,6 +52,8 @@ export interface HouseholdStore {
   readonly chat: ChatStore;
   /** The append-only, hash-chained audit log of every household event (SPEC §8). */
   readonly audit: AuditLog;
+  /** The bounds on approval requests and invoices per caller and per household (issue 26 defect 6). */
+  readonly limits: RequestLimitStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -79,6 +85,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       mockRail: createSqliteMockRailStore(opened),
       chat: createSqliteChatStore(opened),
       audit: createSqliteAuditLog(opened),
+      limits: createSqliteRequestLimitStore(opened),
       close: () => {
         opened.close();
       },
