@@ -70,7 +70,7 @@ describe('a strict Content-Security-Policy with per-request nonces', () => {
   it('the pages run under it in Chromium: no violation, and the chat comes alive', async () => {
     for (const path of pages) {
       await page.goto(`${app.origin}${path}`);
-      await page.waitForLoadState('networkidle');
+      await page.waitForLoadState('load');
     }
     await page.goto(app.origin);
     // Hydrated and connected: the message box becomes editable only once the session is live.
