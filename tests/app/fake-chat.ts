@@ -97,7 +97,6 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
   const unused = async () => new Response('unused', { status: 599 });
   return {
     origin,
-    secureCookies: false,
     chat,
     searchMode: () => 'loading',
     identity: {
