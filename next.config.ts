@@ -3,7 +3,8 @@ import type { NextConfig } from 'next/types';
 /**
  * The Order Pizza app. Native and WASM dependencies are loaded by Node at run time, never bundled,
  * so they stay server-side (SPEC §8). Every page refuses to be framed: the approval window's
- * buttons must never sit under someone else's page.
+ * buttons must never sit under someone else's page. The Content-Security-Policy (with
+ * `frame-ancestors 'none'`) is per request, from the root `proxy.ts`, since it carries a nonce.
  */
 const nextConfig: NextConfig = {
   poweredByHeader: false,
@@ -25,7 +26,6 @@ const nextConfig: NextConfig = {
       {
         source: '/:path*',
         headers: [
-          { key: 'Content-Security-Policy', value: "frame-ancestors 'none'" },
           { key: 'X-Frame-Options', value: 'DENY' },
           { key: 'X-Content-Type-Options', value: 'nosniff' },
           { key: 'Referrer-Policy', value: 'same-origin' },

@@ -38,4 +38,6 @@ EXPOSE 3000
 # Healthy only when tool search is hybrid (the model loaded), not merely when the server answers.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=30 \
   CMD ["bash", "deploy/steps.sh", "healthcheck-app"]
-CMD ["bash", "deploy/steps.sh", "start-app"]
+# Every interface of the container, said explicitly: outside a container the app listens on
+# 127.0.0.1 only, and compose publishes the port on the host's 127.0.0.1.
+CMD ["bash", "deploy/steps.sh", "start-app", "0.0.0.0", "3000"]

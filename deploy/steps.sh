@@ -8,9 +8,10 @@
 #   stage-model          the MiniLM embedding model, pinned and hash-checked (scripts/stage-model.sh)
 #   build                the production Next.js build
 #   prune                drop dev packages and the build cache after the build
-#   start-app [HOST] [PORT]    the app (next start); default 0.0.0.0 3000
+#   start-app [HOST] [PORT]    the app (next start); default 127.0.0.1 3000 (the image passes 0.0.0.0)
 #   start-shop [HOST] [PORT]   the shop over Streamable HTTP; default 0.0.0.0 7600
-#   healthcheck-app [URL]      exit 0 iff the app is up and its tool search is hybrid
+#   healthcheck-app [URL]      exit 0 iff the app is up and its tool search is hybrid; default
+#                              http://localhost:3000: the app answers only for its origin's Host
 #   healthcheck-shop [URL]     exit 0 iff the shop answers /healthz
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,13 +37,13 @@ case "$step" in
     rm -rf .next/cache
     ;;
   start-app)
-    exec node node_modules/next/dist/bin/next start --hostname "${1:-0.0.0.0}" --port "${2:-3000}"
+    exec node node_modules/next/dist/bin/next start --hostname "${1:-127.0.0.1}" --port "${2:-3000}"
     ;;
   start-shop)
     exec node --import tsx shop-agent/main.ts --http --host "${1:-0.0.0.0}" --port "${2:-7600}"
     ;;
   healthcheck-app)
-    exec node deploy/healthcheck.mjs app "${1:-http://127.0.0.1:3000}"
+    exec node deploy/healthcheck.mjs app "${1:-http://localhost:3000}"
     ;;
   healthcheck-shop)
     exec node deploy/healthcheck.mjs shop "${1:-http://127.0.0.1:7600}"

@@ -54,20 +54,22 @@ export interface HouseholdEnv {
   readonly auditWitnessFile?: string;
 }
 
+const OriginVariable = z
+  .url({ protocol: /^https?$/ })
+  .default('http://localhost:3000')
+  .refine(
+    (value) => new URL(value).origin === value.replace(/\/$/, ''),
+    'must be an origin: scheme, host and port only',
+  )
+  .refine((value) => {
+    const url = new URL(value);
+    // Browsers allow WebAuthn over http only on localhost: anything else must be https.
+    return url.protocol === 'https:' || url.hostname === 'localhost';
+  }, 'must be https unless the host is localhost');
+
 const Env = z.object({
   EXTENSIBLE_MCP_DATA: z.string().min(1).default('./.data'),
-  EXTENSIBLE_MCP_ORIGIN: z
-    .url({ protocol: /^https?$/ })
-    .default('http://localhost:3000')
-    .refine(
-      (value) => new URL(value).origin === value.replace(/\/$/, ''),
-      'must be an origin: scheme, host and port only',
-    )
-    .refine((value) => {
-      const url = new URL(value);
-      // Browsers allow WebAuthn over http only on localhost: anything else must be https.
-      return url.protocol === 'https:' || url.hostname === 'localhost';
-    }, 'must be https unless the host is localhost'),
+  EXTENSIBLE_MCP_ORIGIN: OriginVariable,
   PIZZA_URL: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
   // A live key is refused here, before anything could reach Stripe with it.
   STRIPE_SECRET_KEY: z.preprocess(
@@ -159,5 +161,34 @@ export function readHouseholdEnv(
     ...(parsed.data.EXTENSIBLE_MCP_AUDIT_WITNESS_FILE === undefined
       ? {}
       : { auditWitnessFile: resolve(parsed.data.EXTENSIBLE_MCP_AUDIT_WITNESS_FILE) }),
+  };
+}
+
+/** What the root request interceptor (`proxy.ts`) needs: the origin alone, and whether Next runs in development. */
+export interface InterceptorEnv {
+  /** `EXTENSIBLE_MCP_ORIGIN`, parsed as {@link readHouseholdEnv} parses it: the one origin the app answers for. */
+  readonly origin: string;
+  /** `NODE_ENV` is `development` (`next dev`): React's dev tooling needs `eval`, so the CSP allows it there only. */
+  readonly development: boolean;
+}
+
+const InterceptorVariables = z.object({
+  EXTENSIBLE_MCP_ORIGIN: OriginVariable,
+  NODE_ENV: z.string().optional(),
+});
+
+/**
+ * Parses only what the interceptor needs, so a bad variable the household alone uses (say a live
+ * Stripe key) does not take the Host rule and the CSP down with it; a bad origin is an error,
+ * which the interceptor turns into a refusal of every request (fail closed).
+ */
+export function readInterceptorEnv(
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): InterceptorEnv {
+  const parsed = InterceptorVariables.safeParse(environment);
+  if (!parsed.success) throw new Error(`Invalid environment: ${z.prettifyError(parsed.error)}`);
+  return {
+    origin: new URL(parsed.data.EXTENSIBLE_MCP_ORIGIN).origin,
+    development: parsed.data.NODE_ENV === 'development',
   };
 }

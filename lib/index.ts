@@ -71,7 +71,7 @@ export { type HouseholdStore, type HouseholdStoreOptions, openHouseholdStore } f
 export { appRoute, identityRoute, mcpRoute, type RouteHandler } from './web/app-route';
 export {
   chatEventStream,
-  chatSessionCookie,
+  chatTokenHeader,
   findChatSession,
   maxChatBodyBytes,
   maxChatMessageLength,

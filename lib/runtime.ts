@@ -37,6 +37,7 @@ import {
   type HouseholdEvent,
   type HouseholdEventSink,
 } from './events';
+import { limitRequests } from './limits/request-limits';
 import { evidenceByReference } from './payments/evidence-by-reference';
 import { familySpendLookups } from './payments/family-spend-lookups';
 import { createMockRail } from './payments/mock-rail';
@@ -224,6 +225,8 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       // By reference first (the policy sees stored evidence), then a form for a missing required
       // field such as the delivery address; credential fields are never asked for.
       extraCallFilters: [
+        // First: a caller over its bounds is refused before a form is shown or anything is signed.
+        limitRequests({ store: store.limits, invoiceTool: { server: 'pizza', tool: 'request_invoice' }, now }),
         evidenceByReference({ store: store.identity }),
         elicitationFilter({
           tools: {

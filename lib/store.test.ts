@@ -135,7 +135,7 @@ describe('openHouseholdStore: the file', () => {
       identityMigrations.map((migration) => migration.version),
     );
     expect(new Set(rows.map((row) => (row as { module: string }).module))).toEqual(
-      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'discovery']),
+      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'discovery', 'limits']),
     );
 
     const again = reopen(path);

@@ -15,6 +15,8 @@ import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
 import { identityMigrations } from './identity-migrations';
+import type { RequestLimitStore } from './limits/request-limits';
+import { createSqliteRequestLimitStore, requestLimitMigrations } from './limits/sqlite-request-limits';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
@@ -31,6 +33,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   chat: chatMigrations,
   audit: auditMigrations,
   discovery: discoveryStoreMigrations,
+  // After identity: the limits count pending requests from its `approvals` table.
+  limits: requestLimitMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -58,6 +62,8 @@ export interface HouseholdStore {
   readonly audit: AuditLog;
   /** What each chat (and each `/mcp` session) has discovered (SPEC §3.5): any instance can take a turn over. */
   readonly discovery: DiscoveryStore;
+  /** The bounds on approval requests and invoices per caller and per household (issue 26 defect 6). */
+  readonly limits: RequestLimitStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -90,6 +96,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       chat: createSqliteChatStore(opened),
       audit: createSqliteAuditLog(opened),
       discovery: createSqliteDiscoveryStore(opened),
+      limits: createSqliteRequestLimitStore(opened),
       close: () => {
         opened.close();
       },

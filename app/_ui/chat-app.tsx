@@ -12,6 +12,7 @@ import {
 } from 'react';
 import type { ChatEvent } from '@/lib/index';
 import { AttackConsole, AttackResult } from './attack-console';
+import { chatHeaders, openChatStream, storeChatToken, storedChatToken } from './chat-connection';
 import {
   applyChatEvent,
   type ChatItem,
@@ -40,12 +41,15 @@ function reduce(view: ChatView, action: Action): ChatView {
   return action.type === 'reset' ? emptyChat : applyChatEvent(view, action.event);
 }
 
-/** Posts JSON to one of the app's routes; resolves to the refusal's words, or `undefined` when accepted. */
+/**
+ * Posts JSON to one of the chat's routes with this tab's session secret; resolves to the refusal's
+ * words, or `undefined` when accepted.
+ */
 async function post(path: string, body: unknown): Promise<string | undefined> {
   try {
     const response = await fetch(path, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...chatHeaders(storedChatToken()) },
       body: JSON.stringify(body),
     });
     if (response.ok) return undefined;
@@ -70,43 +74,51 @@ export function ChatApp() {
   const bottom = useRef<HTMLDivElement>(null);
 
   useEffect(() => {
-    let source: EventSource | undefined;
+    const stop = new AbortController();
     let retry: ReturnType<typeof setTimeout> | undefined;
-    let stopped = false;
     const connect = async () => {
-      const response = await fetch('/api/chat/session', { method: 'POST' }).catch(() => undefined);
-      if (stopped) return;
+      const response = await fetch('/api/chat/session', {
+        method: 'POST',
+        headers: chatHeaders(storedChatToken()),
+        signal: stop.signal,
+      }).catch(() => undefined);
+      if (stop.signal.aborted) return;
       if (!response?.ok) {
         setConnection('reconnecting');
         retry = setTimeout(() => void connect(), 2000);
         return;
       }
-      const session = (await response.json()) as { resumed: boolean; planner: { label: string } };
+      const session = (await response.json()) as { resumed: boolean; planner: { label: string }; token?: string };
       setPlanner(session.planner.label);
-      // A new session (first visit, or the server restarted) starts an empty conversation.
-      if (!session.resumed) dispatch({ type: 'reset' });
-      source = new EventSource('/api/chat/events');
-      source.onopen = () => setConnection('live');
-      source.onmessage = (message) => {
-        dispatch({ type: 'event', event: JSON.parse(message.data) as ChatEvent });
-      };
-      source.onerror = () => {
-        // The browser reconnects by itself with Last-Event-ID; a closed stream (the session is
-        // gone) needs a new session.
-        if (source?.readyState === EventSource.CLOSED) {
-          source.close();
-          setConnection('reconnecting');
-          retry = setTimeout(() => void connect(), 1000);
-        } else {
-          setConnection('reconnecting');
-        }
-      };
+      // A new session (first visit in this tab, or the server forgot the old one) starts an empty conversation.
+      if (!session.resumed) {
+        if (session.token !== undefined) storeChatToken(session.token);
+        dispatch({ type: 'reset' });
+      }
+      const token = storedChatToken();
+      if (token === undefined) {
+        setConnection('reconnecting');
+        return;
+      }
+      openChatStream(
+        token,
+        {
+          onOpen: () => setConnection('live'),
+          onEvent: (event) => dispatch({ type: 'event', event }),
+          onDropped: () => setConnection('reconnecting'),
+          // The session is gone: start a new one.
+          onClosed: () => {
+            setConnection('reconnecting');
+            retry = setTimeout(() => void connect(), 1000);
+          },
+        },
+        stop.signal,
+      );
     };
     void connect();
     return () => {
-      stopped = true;
+      stop.abort();
       clearTimeout(retry);
-      source?.close();
     };
   }, []);
 

@@ -56,6 +56,20 @@ describe.each([
     );
     expect(await store.after('forged', 0)).toEqual([]);
   });
+
+  it('opens a session by the hash of its secret only, one secret per session and one session per secret', async () => {
+    const store = await open();
+    await store.createSession('a', '2030-01-01T00:00:00.000Z');
+    await store.createSession('b', '2030-01-01T00:00:00.000Z');
+    await store.bindSecret('a', 'hash-a');
+    expect(await store.sessionOfSecret('hash-a')).toBe('a');
+    expect(await store.sessionOfSecret('a')).toBeUndefined();
+    expect(await store.sessionOfSecret('hash-b')).toBeUndefined();
+    // Neither a second secret for a nor a's secret for b.
+    await expect(store.bindSecret('a', 'hash-a2')).rejects.toThrow();
+    await expect(store.bindSecret('b', 'hash-a')).rejects.toThrow();
+    expect(await store.sessionOfSecret('hash-a')).toBe('a');
+  });
 });
 
 describe('the SQLite chat store', () => {

@@ -13,6 +13,13 @@ export interface ChatStore {
   append(sessionId: string, body: ChatEventBody, at: string): Promise<ChatEvent>;
   /** The session's events with an id above `afterId`, in id order. */
   after(sessionId: string, afterId: number): Promise<readonly ChatEvent[]>;
+  /**
+   * Binds the session to the SHA-256 of its secret (issue 26 defect 4: a chat is opened by a secret
+   * only its own origin holds, never by a cookie). Each session has one secret, for life.
+   */
+  bindSecret(sessionId: string, secretHash: string): Promise<void>;
+  /** The session whose secret hashes to `secretHash`, or `undefined`. */
+  sessionOfSecret(secretHash: string): Promise<string | undefined>;
 }
 
 /** The chat module's tables (the lead registers them in `lib/store.ts` as `chat: chatMigrations`). */
@@ -31,6 +38,15 @@ export const chatMigrations: readonly Migration[] = [
       type TEXT NOT NULL,
       body TEXT NOT NULL,
       PRIMARY KEY (session_id, id)
+    ) STRICT;`,
+  },
+  {
+    // Only the secret's hash is kept: whoever reads the file cannot open a browser's chat with it.
+    // Sessions from before this table have no secret and can no longer be opened (fail closed).
+    version: 2,
+    sql: `CREATE TABLE chat_session_secrets (
+      secret_hash TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL UNIQUE REFERENCES chat_sessions (session_id)
     ) STRICT;`,
   },
 ];
@@ -52,6 +68,12 @@ export function createSqliteChatStore(database: Database.Database): ChatStore {
   const selectAfter = database.prepare<[string, number], { id: number; at: string; body: string }>(
     'SELECT id, at, body FROM chat_events WHERE session_id = ? AND id > ? ORDER BY id',
   );
+  const insertSecret = database.prepare<[string, string]>(
+    'INSERT INTO chat_session_secrets (secret_hash, session_id) VALUES (?, ?)',
+  );
+  const findSecret = database.prepare<[string], { session_id: string }>(
+    'SELECT session_id FROM chat_session_secrets WHERE secret_hash = ?',
+  );
   // The id and the row are written in one transaction: two appends never share an id or leave a hole.
   const appendRow = database.transaction((sessionId: string, body: ChatEventBody, at: string): ChatEvent => {
     const row = nextId.get(sessionId);
@@ -69,6 +91,12 @@ export function createSqliteChatStore(database: Database.Database): ChatStore {
     async append(sessionId, body, at) {
       return appendRow.immediate(sessionId, body, at);
     },
+    async bindSecret(sessionId, secretHash) {
+      insertSecret.run(secretHash, sessionId);
+    },
+    async sessionOfSecret(secretHash) {
+      return findSecret.get(secretHash)?.session_id;
+    },
     async after(sessionId, afterId) {
       // Rows are only ever written by `append` above from typed bodies: the store's own bytes.
       return selectAfter
@@ -81,7 +109,18 @@ export function createSqliteChatStore(database: Database.Database): ChatStore {
 /** A chat store in memory: for tests and for a process without a data folder. */
 export function createMemoryChatStore(): ChatStore {
   const sessions = new Map<string, ChatEvent[]>();
+  const secrets = new Map<string, string>();
   return {
+    async bindSecret(sessionId, secretHash) {
+      if (!sessions.has(sessionId)) throw new Error(`unknown chat session ${sessionId}`);
+      if (secrets.has(secretHash) || [...secrets.values()].includes(sessionId)) {
+        throw new Error('a chat session has one secret, and a secret one session');
+      }
+      secrets.set(secretHash, sessionId);
+    },
+    async sessionOfSecret(secretHash) {
+      return secrets.get(secretHash);
+    },
     async createSession(sessionId) {
       if (!sessions.has(sessionId)) sessions.set(sessionId, []);
     },

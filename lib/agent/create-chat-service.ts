@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import Anthropic from '@anthropic-ai/sdk';
 import type { MessageParam } from '@anthropic-ai/sdk/resources/messages/messages';
 import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
@@ -205,12 +205,16 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     async createSession() {
       if (closed) throw new ChatError('closed', 'the chat service is closed');
       const sessionId = randomUUID();
+      const secret = randomBytes(32).toString('base64url');
       await store.createSession(sessionId, (options.clock?.() ?? new Date()).toISOString());
+      await store.bindSecret(sessionId, hashOfSecret(secret));
       await open(sessionId);
-      return { sessionId };
+      return { sessionId, secret };
     },
 
     hasSession: (sessionId) => store.hasSession(sessionId),
+
+    sessionOf: (secret) => store.sessionOfSecret(hashOfSecret(secret)),
 
     async send(sessionId, text) {
       if (closed) return { accepted: false, reason: 'The chat service is shutting down.' };
@@ -326,4 +330,9 @@ function failureMessage(error: unknown): string {
     return `Claude could not answer (${error.status ?? 'no status'}): ${error.message}`.slice(0, 500);
   }
   return `The turn failed: ${error instanceof Error ? error.message : 'unknown error'}`.slice(0, 500);
+}
+
+/** What the store keeps of a chat secret: its SHA-256 (the secret has 256 bits; no salt or stretching is needed). */
+function hashOfSecret(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
 }

@@ -91,10 +91,16 @@ export type PlannerInfo = { readonly kind: 'claude'; readonly model: string } | 
 /** The chat service the app's route handlers call (one per server process). */
 export interface ChatService {
   readonly planner: PlannerInfo;
-  /** A new chat session with its own MCP session on the embedded proxy (its own discovery gate). */
-  createSession(): Promise<{ readonly sessionId: string }>;
-  /** Whether the session exists (a cookie may name a session of an earlier process or a forged one). */
+  /**
+   * A new chat session with its own MCP session on the embedded proxy (its own discovery gate),
+   * and the secret that opens it: 256 random bits, handed out once, kept only as a hash. The
+   * session id is not a credential (it appears in the live log); the secret is.
+   */
+  createSession(): Promise<{ readonly sessionId: string; readonly secret: string }>;
+  /** Whether the session exists. */
   hasSession(sessionId: string): Promise<boolean>;
+  /** The session `secret` opens, or `undefined` (unknown, forged, or a session of an older version). */
+  sessionOf(secret: string): Promise<string | undefined>;
   /** Appends the user's message and starts a server-side turn; returns at once. One turn at a time per session. */
   send(sessionId: string, text: string): Promise<{ readonly accepted: boolean; readonly reason?: string }>;
   /** Events after `afterId` (0 = all), then live ones until `signal` aborts. */

@@ -1,28 +1,27 @@
 import type { ChatService } from '../agent/types';
-import { AppHttpError, readCookie } from './http';
+import { AppHttpError } from './http';
 import { eventStreamResponse } from './sse';
 
-/** The chat session cookie: HttpOnly, SameSite=Strict, one per browser. */
-export const chatCookieName = 'emcp-chat';
+/**
+ * The header every chat request carries its session's secret in (issue 26 defect 4). The page keeps
+ * the secret in `sessionStorage`, which only this origin (scheme, host *and port*) can read; a
+ * cookie would not do, since a page on another port of the same host can set this origin's
+ * cookies. A header is also never sent by the browser on its own, so no other page can make the
+ * browser present it.
+ */
+export const chatTokenHeader = 'x-chat-token';
 /** Largest body the chat routes read; a message is at most {@link maxChatMessageLength} characters. */
 export const maxChatBodyBytes = 16 * 1024;
 /** Longest user message accepted. */
 export const maxChatMessageLength = 4000;
-/** How long a chat cookie lives: a day, like the server-side history it names. */
-const cookieMaxAgeSeconds = 24 * 60 * 60;
-// What a chat cookie may hold: the service's session ids are opaque, unguessable tokens.
-const sessionIdPattern = /^[A-Za-z0-9_-]{16,200}$/;
+// What a chat secret looks like: 32 random bytes, base64url.
+const secretPattern = /^[A-Za-z0-9_-]{43}$/;
 
-/** The `Set-Cookie` value that binds this browser to `sessionId`. */
-export function chatSessionCookie(sessionId: string, options: { readonly secure: boolean }): string {
-  return `${chatCookieName}=${sessionId}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${cookieMaxAgeSeconds}${options.secure ? '; Secure' : ''}`;
-}
-
-/** The live chat session the request's cookie names, or `undefined` (none, malformed, or unknown to the service). */
+/** The live chat session the request's secret opens, or `undefined` (none, malformed, or unknown to the service). */
 export async function findChatSession(request: Request, chat: ChatService): Promise<string | undefined> {
-  const sessionId = readCookie(request, chatCookieName);
-  if (sessionId === undefined || !sessionIdPattern.test(sessionId)) return undefined;
-  return (await chat.hasSession(sessionId)) ? sessionId : undefined;
+  const secret = request.headers.get(chatTokenHeader)?.trim();
+  if (secret === undefined || !secretPattern.test(secret)) return undefined;
+  return chat.sessionOf(secret);
 }
 
 /** As {@link findChatSession}, refusing with 401 when there is none. */

@@ -18,8 +18,6 @@ import { createOrderAudit, type OrderAudit } from './order-audit';
 export interface HouseholdApp {
   /** The one origin state-changing requests may come from (`EXTENSIBLE_MCP_ORIGIN`). */
   readonly origin: string;
-  /** Whether cookies are `Secure` (the origin is https). */
-  readonly secureCookies: boolean;
   readonly chat: ChatService;
   readonly identity: IdentityHandlers;
   readonly mcp: McpEndpoint;
@@ -53,7 +51,6 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
   });
   return {
     origin: env.origin,
-    secureCookies: env.origin.startsWith('https:'),
     chat,
     identity: createIdentityHandlers({
       passkeys: runtime.identity.passkeys,

@@ -93,15 +93,3 @@ function parseJsonObject(text: string): Record<string, unknown> | undefined {
     return undefined;
   }
 }
-
-/** A cookie's value from the request, or `undefined`. */
-export function readCookie(request: Request, name: string): string | undefined {
-  for (const part of (request.headers.get('cookie') ?? '').split(';')) {
-    const separator = part.indexOf('=');
-    if (separator > 0 && part.slice(0, separator).trim() === name) {
-      const value = part.slice(separator + 1).trim();
-      return value === '' ? undefined : value;
-    }
-  }
-  return undefined;
-}

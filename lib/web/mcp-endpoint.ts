@@ -5,6 +5,7 @@ import {
   type HttpHandler,
   type InboundToken,
 } from '../../proxy/index';
+import { allowedHost } from './host-rule';
 
 /** The embedded proxy served to external MCP clients at `/mcp` (SPEC §8). */
 export interface McpEndpoint {
@@ -43,7 +44,8 @@ export function createMcpEndpoint(options: McpEndpointOptions): McpEndpoint {
     enabled: true,
     async handle(request) {
       handler ??= createHttpHandler(options.gateway, {
-        allowedHosts: [new URL(options.origin).host],
+        // The same Host rule as every other route (the interceptor applies it first).
+        allowedHosts: [allowedHost(options.origin)],
         allowedOrigins: [options.origin],
         path: '/mcp',
         inboundTokens,

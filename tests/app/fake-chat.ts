@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChatEvent, ChatEventBody, ChatService, HouseholdApp } from '../../lib/index';
 import { createMcpEndpoint } from '../../lib/index';
 import type { Gateway } from '../../proxy/index';
@@ -9,7 +9,7 @@ export const origin = 'http://localhost:3000';
 /** A ChatService that records what the routes asked of it, with a session log the test appends to. */
 export interface FakeChat extends ChatService {
   readonly calls: string[];
-  /** Every session id `hasSession` was asked about. */
+  /** Every secret `sessionOf` was asked about. */
   readonly asked: string[];
   /** Appends an event to a session's log and wakes its readers. */
   push(sessionId: string, body: ChatEventBody): void;
@@ -19,6 +19,7 @@ export interface FakeChat extends ChatService {
 
 export function createFakeChat(): FakeChat {
   const logs = new Map<string, ChatEvent[]>();
+  const secrets = new Map<string, string>();
   const waiters = new Set<() => void>();
   const calls: string[] = [];
   const asked: string[] = [];
@@ -42,12 +43,17 @@ export function createFakeChat(): FakeChat {
     async createSession() {
       calls.push('createSession');
       const sessionId = randomUUID();
+      const secret = randomBytes(32).toString('base64url');
       logs.set(sessionId, []);
-      return { sessionId };
+      secrets.set(secret, sessionId);
+      return { sessionId, secret };
     },
     async hasSession(sessionId) {
-      asked.push(sessionId);
       return logs.has(sessionId);
+    },
+    async sessionOf(secret) {
+      asked.push(secret);
+      return secrets.get(secret);
     },
     async send(sessionId, text) {
       calls.push(`send:${text}`);
@@ -91,7 +97,6 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
   const unused = async () => new Response('unused', { status: 599 });
   return {
     origin,
-    secureCookies: false,
     chat,
     searchMode: () => 'loading',
     identity: {
@@ -124,6 +129,8 @@ export function request(
     body?: string | ReadableStream<Uint8Array>;
     origin?: string | null;
     cookie?: string;
+    /** The chat session's secret, sent as the page sends it (`x-chat-token`). */
+    token?: string;
     headers?: Record<string, string>;
   } = {},
 ): Request {
@@ -131,6 +138,7 @@ export function request(
   const from = init.origin === undefined ? origin : init.origin;
   if (from !== null) headers.set('origin', from);
   if (init.cookie !== undefined) headers.set('cookie', init.cookie);
+  if (init.token !== undefined) headers.set('x-chat-token', init.token);
   if (typeof init.body === 'string') headers.set('content-type', 'application/json');
   return new Request(`${origin}${path}`, {
     method: init.method ?? 'POST',
@@ -140,7 +148,7 @@ export function request(
   } as RequestInit);
 }
 
-/** The `name=value` part of a Set-Cookie header. */
+/** The `name=value` part of a Set-Cookie header (the approval windows' identity session). */
 export function cookieOf(response: Response): string {
   const header = response.headers.get('set-cookie') ?? '';
   return header.split(';')[0] ?? '';

@@ -73,16 +73,17 @@ describe('the household app', () => {
 
     // The chat: a session, a message, and its events as SSE.
     const session = await openSession(request('/api/chat/session'));
-    expect(await json(session)).toMatchObject({
+    const opened = (await json(session)) as { token: string };
+    expect(opened).toMatchObject({
       resumed: false,
       planner: { kind: 'offline', label: 'Offline planner — no API key needed' },
     });
-    const chat = cookieOf(session);
+    const chat = opened.token;
     const sent = await sendMessage(
-      request('/api/chat/messages', { cookie: chat, body: '{"text":"a cheese slice to 12 Main St"}' }),
+      request('/api/chat/messages', { token: chat, body: '{"text":"a cheese slice to 12 Main St"}' }),
     );
     expect(sent.status).toBe(200);
-    const stream = await chatEvents(request('/api/chat/events', { method: 'GET', cookie: chat }));
+    const stream = await chatEvents(request('/api/chat/events', { method: 'GET', token: chat }));
     const untilPending = await readEvents(stream, (seen) =>
       seen.some(({ data }) => data.type === 'approval' && data.status === 'pending'),
     );
@@ -120,7 +121,7 @@ describe('the household app', () => {
     // The turn resumes by itself; a reconnect from the last id seen gets the rest.
     const lastId = untilPending.at(-1)?.id as string;
     const resumed = await chatEvents(
-      request('/api/chat/events', { method: 'GET', cookie: chat, headers: { 'last-event-id': lastId } }),
+      request('/api/chat/events', { method: 'GET', token: chat, headers: { 'last-event-id': lastId } }),
     );
     const rest = await readEvents(resumed, (seen) => seen.some(({ data }) => data.type === 'turn-ended'));
     expect(Number(rest[0]?.id)).toBe(Number(lastId) + 1);

@@ -13,7 +13,10 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 /** The app's and the shop's code (the proxy CLI's variables are the CLI's: deploy/README.md). */
 const scanned = ['lib', 'shop-agent', 'app', 'instrumentation.ts'];
 /** Set by the platform, never by an operator, so not documented for one. */
-const platformVariables: Record<string, string> = { NEXT_RUNTIME: 'set by Next.js for each runtime it loads' };
+const platformVariables: Record<string, string> = {
+  NEXT_RUNTIME: 'set by Next.js for each runtime it loads',
+  NODE_ENV: 'set by Next.js: development under next dev (the CSP then allows eval), production otherwise',
+};
 
 function sourceFiles(path: string): string[] {
   const absolute = join(root, path);

@@ -78,7 +78,8 @@ afterAll(async () => {
 
 describe('the deploy steps, outside Docker', () => {
   it("the app's healthcheck passes once search is hybrid, and the app published its settlement DID", async () => {
-    const appUrl = app.origin.replace('localhost', '127.0.0.1');
+    // The app's own origin: any other Host (127.0.0.1 included) is refused (the Host rule).
+    const appUrl = app.origin;
     const outputs = await untilHealthy(() => step('healthcheck-app', appUrl), 90);
     expect(outputs.at(-1)).toBe('healthy: app');
     // Every failed run said why (starting, or keyword search while the model loads).

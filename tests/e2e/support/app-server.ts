@@ -43,9 +43,10 @@ export interface AppLaunch {
   readonly args: (port: number) => string[];
 }
 
+/** `npm start`'s command line (package.json), on the given port. */
 const nextStart: AppLaunch = {
   command: process.execPath,
-  args: (port) => ['node_modules/next/dist/bin/next', 'start', '-p', String(port)],
+  args: (port) => ['node_modules/next/dist/bin/next', 'start', '--hostname', '127.0.0.1', '-p', String(port)],
 };
 
 /** Starts the built app; resolves once it printed both codes and answers HTTP. */
@@ -68,6 +69,8 @@ export async function startAppServer(
       ...environment,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group, so closing it ends every process a launcher started (npm, tsx, next).
+    detached: true,
   });
   const codes: Partial<Record<'child' | 'parent', string>> = {};
   await new Promise<void>((resolve, reject) => {
@@ -91,8 +94,11 @@ export async function startAppServer(
     codes,
     output: () => output,
     async close() {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      child.kill('SIGTERM');
+      const exited = new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) resolve();
+        else child.once('exit', () => resolve());
+      });
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGTERM');
       await exited;
       rmSync(dataDir, { recursive: true, force: true });
     },

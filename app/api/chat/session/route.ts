@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import {
   appRoute,
-  chatSessionCookie,
   checkOrigin,
   findChatSession,
   jsonResponse,
@@ -10,15 +9,16 @@ import {
   readJsonBody,
 } from '@/lib/index';
 
-/** POST (no body): resumes this browser's chat session from its cookie, or starts one; says which agent runs. */
+/**
+ * POST (no body): resumes the session whose secret the request carries (the `x-chat-token` header,
+ * which the page keeps in `sessionStorage`), or starts one and hands its secret to the page, once.
+ * No cookie: another port of this host could plant one (issue 26 defect 4).
+ */
 export const POST = appRoute(async (request, app) => {
   checkOrigin(request, app.origin);
   await readJsonBody(request, z.strictObject({}), maxChatBodyBytes);
   const planner = { ...app.chat.planner, label: plannerLabel(app.chat.planner) };
   if ((await findChatSession(request, app.chat)) !== undefined) return jsonResponse({ resumed: true, planner });
-  const { sessionId } = await app.chat.createSession();
-  return jsonResponse(
-    { resumed: false, planner },
-    { headers: { 'set-cookie': chatSessionCookie(sessionId, { secure: app.secureCookies }) } },
-  );
+  const { secret } = await app.chat.createSession();
+  return jsonResponse({ resumed: false, planner, token: secret });
 });
