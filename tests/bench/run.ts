@@ -16,7 +16,7 @@ import { type Latency, measure, measureInterleaved } from './measure';
 import { paymentsBench } from './payments-bench';
 import { policyBench } from './policy-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
-import { httpThroughput, stdioShutdown } from './transport-bench';
+import { httpThroughput, idleSessionsMemory, stdioShutdown } from './transport-bench';
 
 // `npm run bench`: every performance figure of the project, as one JSON document on stdout,
 // comparisons side by side in one run. Progress goes to stderr.
@@ -225,6 +225,7 @@ async function main() {
     ? {
         http: [await httpThroughput({ clients: 10, perClient: 100, rounds: 3 })],
         stdioShutdown: await stdioShutdown(5),
+        idleSessions: await idleSessionsMemory(10_000),
       }
     : undefined;
 

@@ -151,6 +151,60 @@ export async function httpThroughput(options: { clients: number; perClient: numb
   };
 }
 
+/** Resident memory of a process in MiB, read from /proc. */
+function rssMiB(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return Math.round((kib / 1024) * 10) / 10;
+}
+
+/**
+ * The proxy's resident memory with `count` idle 2025 sessions open over Streamable HTTP (the
+ * session cap raised to fit them): each session initialized and then left alone.
+ */
+export async function idleSessionsMemory(count: number) {
+  const folder = await mkdtemp(join(tmpdir(), 'bench-rss-'));
+  const config = join(folder, 'config.json');
+  await writeFile(config, JSON.stringify({ mcpServers: {} }));
+  const proxy = await startProcess(
+    [
+      'bin/extensible-mcp.mjs',
+      '--config',
+      config,
+      '--http',
+      '--port',
+      '0',
+      '--store',
+      'memory:',
+      '--max-sessions',
+      String(count),
+    ],
+    /serving Streamable HTTP at (\S+)/,
+  );
+  const url = proxy.match[1] ?? '';
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const before = rssMiB(proxy.child.pid);
+  for (let index = 0; index < count; index++) {
+    const opened = await fetch(url, { method: 'POST', headers, body: initialize });
+    await opened.text();
+    const session = opened.headers.get('mcp-session-id') ?? '';
+    const ready = await fetch(url, {
+      method: 'POST',
+      headers: { ...headers, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+    });
+    await ready.text();
+  }
+  const after = rssMiB(proxy.child.pid);
+  await stop(proxy.child);
+  return {
+    sessions: count,
+    rssBeforeMiB: before,
+    rssAfterMiB: after,
+    kibPerSession: Math.round(((after - before) * 1024) / count),
+  };
+}
+
 /** A JSON-RPC `initialize` line for a stdio proxy. */
 const initialize = `${JSON.stringify({
   jsonrpc: '2.0',
