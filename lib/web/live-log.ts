@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AuditEntry, AuditLog } from '../audit/audit-log';
 import { type HouseholdEvent, HouseholdEvent as HouseholdEventSchema } from '../events';
@@ -42,10 +43,23 @@ export function logFilterOf(request: Request): LogFilter {
   return parsed.data;
 }
 
+const rawSessionId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A row's session as the log shows it (issue 26 item 13). Rows written before events named a
+ * scope digest carry the raw MCP session id, which let whoever read the log join that session:
+ * such an id is shown, and filtered on, as a digest of it. The stored row is unchanged, so its
+ * hash chain still verifies.
+ */
+export function shownSession(session: string | undefined): string | undefined {
+  if (session === undefined || !rawSessionId.test(session)) return session;
+  return `legacy-${createHash('sha256').update(session).digest('base64url').slice(0, 16)}`;
+}
+
 /** Whether an event passes the filter. */
 export function matchesLogFilter(event: HouseholdEvent, filter: LogFilter): boolean {
   return (
-    (filter.session === undefined || event.session === filter.session) &&
+    (filter.session === undefined || shownSession(event.session) === filter.session) &&
     (filter.order === undefined || event.orderId === filter.order) &&
     (filter.kind === undefined || event.kind === filter.kind) &&
     (filter.outcome === undefined || event.outcome === filter.outcome)
@@ -122,5 +136,6 @@ async function* logEntries(
 }
 
 function view(entry: AuditEntry) {
-  return { id: entry.id, hash: entry.hash, ...entry.event };
+  const session = shownSession(entry.event.session);
+  return { id: entry.id, hash: entry.hash, ...entry.event, ...(session !== undefined && { session }) };
 }

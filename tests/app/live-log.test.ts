@@ -56,6 +56,20 @@ describe('GET /api/log/stream', () => {
     expect(rows[2]?.data.hash).toBe(live.hash);
   });
 
+  it('never shows the raw MCP session id of a row written before events named a scope digest', async () => {
+    // Issue 26 item 13: such rows served the id, and whoever held /mcp's token could join that session.
+    const raw = '0b9a1c3e-5d2f-4a6b-8c7d-9e0f1a2b3c4d';
+    append({ session: raw, message: 'an old /mcp decision' });
+    const rows = await readEvents<Row>(await get('/api/log/stream'), (seen) => seen.length >= 1);
+    const shown = rows[0]?.data.session;
+    expect(shown).toMatch(/^legacy-[A-Za-z0-9_-]{16}$/);
+    expect(JSON.stringify(rows)).not.toContain(raw);
+    const filtered = await readEvents<Row>(await get(`/api/log/stream?session=${shown}`), (seen) => seen.length >= 1);
+    expect(filtered[0]?.data.message).toBe('an old /mcp decision');
+    const byRaw = await get(`/api/log/stream?session=${raw}`);
+    expect(byRaw.status).toBe(200);
+  });
+
   it('resumes after Last-Event-ID with every row exactly once while rows keep arriving', async () => {
     for (let index = 0; index < 1200; index += 1) append();
     // A reconnect after row 3: catching up takes several pages, and a writer keeps appending until
