@@ -13,6 +13,7 @@ import { cose, decodeAttestationObject, decodeCredentialPublicKey } from '@simpl
 import type { Approvals, ApprovalView, DecisionOutcome } from './approvals';
 import { checkEnrollmentCode } from './enrollment-codes';
 import type { IdentityEventSink } from './events';
+import { framingRefusal } from './framing-refusal';
 import type { Household } from './household';
 import type { IdentityErrorCode } from './identity-error';
 import { decodeSegment } from './safe-json';
@@ -195,8 +196,8 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
     if (userHandle !== undefined && userHandle !== null && userHandle !== passkey.userHandle) {
       return refuse("userHandle does not match the passkey's member");
     }
-    // §7.2 step 14, checked before SimpleWebAuthn: it lets `crossOrigin: true` through when no
-    // `topOrigin` is sent. The approval window is never embedded, so any cross-origin use is refused.
+    // §7.2 step 14, checked before SimpleWebAuthn: it lets `crossOrigin: true` (and any string)
+    // through when no `topOrigin` is sent. The approval window is never embedded, so any cross-origin use is refused.
     const framing = checkFraming(response.response?.clientDataJSON);
     if (framing !== undefined) return refuse(framing, 'bad-request');
     // §7.2 steps 11-13 and 15-21 (type, challenge, origin, rpIdHash, UP, UV, signature) and the
@@ -552,16 +553,14 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
 const counterWentBackwards = 'sign counter went backwards: possible cloned authenticator';
 
 /**
- * Refuses any cross-origin use (WebAuthn L3 §7.1 step 10 / §7.2 step 14): `crossOrigin: true` or
- * any `topOrigin` means the ceremony ran inside another site's frame. `undefined` when first-party.
+ * Refuses any cross-origin use (WebAuthn L3 §7.1 step 10 / §7.2 step 14): a `crossOrigin` other
+ * than absent or the boolean `false`, or any `topOrigin`. `undefined` when first-party.
  */
 function checkFraming(clientDataJSON: unknown): string | undefined {
   if (typeof clientDataJSON !== 'string') return 'clientDataJSON missing';
   const clientData = decodeSegment(clientDataJSON);
   if (clientData === undefined) return 'clientDataJSON is not a JSON object';
-  if (clientData.crossOrigin === true) return 'cross-origin ceremony refused (crossOrigin is true)';
-  if (clientData.topOrigin !== undefined) return 'cross-origin ceremony refused (topOrigin present)';
-  return undefined;
+  return framingRefusal(clientData);
 }
 
 /** The `fmt` of an attestation object, or `undefined` when it is not one. */
