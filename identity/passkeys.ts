@@ -78,7 +78,11 @@ export interface CreatePasskeysOptions {
 export interface Passkeys {
   readonly registration: {
     /** Checks the enrollment code and starts a registration for the code's role. */
-    options(request: { readonly code: string }): Promise<CeremonyOptions<PublicKeyCredentialCreationOptionsJSON>>;
+    /** `source`: the approval-window session the code was typed in, charged for a wrong code. */
+    options(request: {
+      readonly code: string;
+      readonly source?: string;
+    }): Promise<CeremonyOptions<PublicKeyCredentialCreationOptionsJSON>>;
     /** Verifies the registration, uses the code, enrols the passkey and signs the member in. */
     verify(request: {
       readonly ceremonyId: string;
@@ -237,10 +241,10 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
 
   return {
     registration: {
-      async options({ code }) {
+      async options({ code, source }) {
         const now = clock();
         // The role is the stored code's role; the request carries no role that could matter.
-        const check = await checkEnrollmentCode({ store, code, now });
+        const check = await checkEnrollmentCode({ store, code, now, ...(source === undefined ? {} : { source }) });
         if (!check.ok)
           return refuseEnrollment(check.reason, check.rateLimited ? 'rate-limited' : 'forbidden', check.role);
         const userHandle = new Uint8Array(randomBytes(32));
