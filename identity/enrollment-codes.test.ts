@@ -13,7 +13,7 @@ import type { EnrollmentCodeRecord, EnrollmentStore, PasskeyStore, Role } from '
 /** The enrollment and passkey parts of the store, in memory, with the compare-and-set of the contract. */
 function memoryStore(enrolledRoles: readonly Role[] = []) {
   const codes = new Map<Role, EnrollmentCodeRecord>();
-  const failures: Array<{ role: Role; at: number }> = [];
+  const failures: Array<{ role: Role; at: number; source: string }> = [];
   const enrollment: EnrollmentStore = {
     replaceCode: async (record) => {
       codes.set(record.role, record);
@@ -32,11 +32,14 @@ function memoryStore(enrolledRoles: readonly Role[] = []) {
       codes.set(role, { ...record, usedAt: now });
       return true;
     },
-    addFailure: async (role, now) => {
-      failures.push({ role, at: now });
+    addFailure: async (role, now, source) => {
+      failures.push({ role, at: now, source });
     },
-    countFailures: async (role, since) =>
-      failures.filter((failure) => failure.role === role && failure.at >= since).length,
+    countFailures: async (role, since, source) =>
+      failures.filter(
+        (failure) =>
+          failure.role === role && failure.at >= since && (source === undefined || failure.source === source),
+      ).length,
   };
   const passkeys = {
     listByRole: async (role: Role) => (enrolledRoles.includes(role) ? [{ role }] : []),
@@ -156,7 +159,7 @@ describe('checkEnrollmentCode', () => {
     });
   });
 
-  it(`locks a role after ${enrollmentFailureLimit} wrong codes, refusing even the right code, per role, until the window passes`, async () => {
+  it(`throttles a window after ${enrollmentFailureLimit} wrong codes, refusing even the right code there, per role, until the window passes`, async () => {
     const { store } = memoryStore();
     const issued = await issueEnrollmentCodes({ store, now: start });
     const childCode = issued.find((code) => code.role === 'child')?.code ?? '';
@@ -169,10 +172,12 @@ describe('checkEnrollmentCode', () => {
     const locked = await checkEnrollmentCode({ store, code: childCode, now: later(10) });
     expect(locked).toEqual({
       ok: false,
-      reason: 'too many wrong codes for child, wait 15 minutes and try again',
+      reason: 'too many wrong codes for child from this window, wait 15 minutes and try again',
       rateLimited: true,
       role: 'child',
     });
+    // Another window (source) is not throttled by this one's wrong codes.
+    expect((await checkEnrollmentCode({ store, code: childCode, now: later(10), source: 'another' })).ok).toBe(true);
     // The parent's attempts are counted separately.
     expect((await checkEnrollmentCode({ store, code: parentCode, now: later(10) })).ok).toBe(true);
     // Once the failures age out of the window, the right code works again.

@@ -5,11 +5,28 @@ import { type IdentityStore, type Role, roles } from './store';
 /** How long an enrollment code stays usable after it is issued: one day, enough to walk to the device. */
 export const enrollmentCodeLifetimeMs = 24 * 60 * 60 * 1000;
 
-/** Wrong codes allowed per role within {@link enrollmentFailureWindowMs} before the role is locked. */
+/**
+ * Wrong codes allowed from one approval-window session, per role, within
+ * {@link enrollmentFailureWindowMs} before that session is throttled (issue 26 item 12: five
+ * anonymous wrong codes once locked the real member out; now they throttle only the window that
+ * typed them).
+ */
 export const enrollmentFailureLimit = 5;
 
-/** The sliding window wrong codes are counted in; a locked role unlocks when old failures age out of it. */
+/** The sliding window a session's wrong codes are counted in. */
 export const enrollmentFailureWindowMs = 15 * 60 * 1000;
+
+/**
+ * Wrong codes allowed per role from every source together within {@link enrollmentCeilingWindowMs}:
+ * the ceiling that keeps a 12-symbol code unguessable however many sessions a guesser opens
+ * (identity/README.md has the arithmetic). Reaching it locks the role, even for the right code,
+ * until the failures age out or the operator issues a fresh code (`npm run household --
+ * rotate-codes`), which resets the role's lock: only failures against the live code count.
+ */
+export const enrollmentFailureCeiling = 30;
+
+/** The sliding window the ceiling is counted in. */
+export const enrollmentCeilingWindowMs = 60 * 60 * 1000;
 
 /** Crockford base32: no I, L, O or U, so a code read aloud or typed from a terminal survives. */
 const crockford = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -68,6 +85,12 @@ export interface CheckEnrollmentCodeOptions {
   /** The code as the person typed it; case, spaces and Crockford look-alikes (O, I, L) are forgiven. */
   readonly code: string;
   readonly now: Date;
+  /**
+   * Who is guessing: an opaque id of the approval-window session (the HTTP handlers use a hash of
+   * the window's cookie). A guesser who drops the cookie gets a fresh source per guess; the
+   * per-role ceiling bounds them.
+   */
+  readonly source?: string;
 }
 
 /** The outcome of {@link checkEnrollmentCode}. */
@@ -94,25 +117,38 @@ export async function checkEnrollmentCode(options: CheckEnrollmentCodeOptions): 
     };
   }
   const role = parsed.role;
+  const source = options.source ?? unidentifiedSource;
   const { enrollment } = options.store;
-  // 2. Rate limit per role before looking at the code: while locked even the right code is refused,
-  //    so guessing gains nothing from the answers.
-  if ((await enrollment.countFailures(role, now - enrollmentFailureWindowMs)) >= enrollmentFailureLimit) {
+  const stored = await enrollment.getCode(role);
+  // 2. Rate limits before looking at the code: while limited even the right code is refused, so
+  //    guessing gains nothing from the answers. Only failures against the live code count, so a
+  //    fresh code from the operator resets the role's lock.
+  const issuedAt = stored?.issuedAt ?? 0;
+  const ceiling = await enrollment.countFailures(role, Math.max(issuedAt, now - enrollmentCeilingWindowMs));
+  if (ceiling >= enrollmentFailureCeiling) {
     return {
       ok: false,
-      reason: `too many wrong codes for ${role}, wait ${enrollmentFailureWindowMs / 60_000} minutes and try again`,
+      reason: `too many wrong codes for ${role} in the last hour; ask the operator for a fresh code (npm run household -- rotate-codes), which lifts the lock`,
+      rateLimited: true,
+      role,
+    };
+  }
+  const mine = await enrollment.countFailures(role, Math.max(issuedAt, now - enrollmentFailureWindowMs), source);
+  if (mine >= enrollmentFailureLimit) {
+    return {
+      ok: false,
+      reason: `too many wrong codes for ${role} from this window, wait ${enrollmentFailureWindowMs / 60_000} minutes and try again`,
       rateLimited: true,
       role,
     };
   }
   const refuse = async (reason: string): Promise<EnrollmentCodeCheck> => {
-    await enrollment.addFailure(role, now);
+    await enrollment.addFailure(role, now, source);
     return { ok: false, reason, rateLimited: false, role };
   };
   if (parsed.canonical === undefined) return refuse('wrong enrollment code');
   // 3. Compare hashes in constant time; an absent code is compared against a dummy so timing says
   //    nothing about whether the role has a live code.
-  const stored = await enrollment.getCode(role);
   const codeHash = hashEnrollmentCode(parsed.canonical);
   const expected = stored?.codeHash ?? '0'.repeat(codeHash.length);
   const same =
@@ -125,6 +161,9 @@ export async function checkEnrollmentCode(options: CheckEnrollmentCodeOptions): 
   if (stored.expiresAt <= now) return refuse('this enrollment code has expired; ask the operator to rotate codes');
   return { ok: true, role: stored.role, codeHash };
 }
+
+/** The source charged when a caller names none (in-process callers; the HTTP handlers always name one). */
+const unidentifiedSource = 'unidentified';
 
 /** SHA-256 hex of a canonical code: the only form a code is stored in. */
 export function hashEnrollmentCode(code: string): string {

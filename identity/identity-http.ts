@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
 import type { IdentityErrorCode } from './identity-error';
@@ -14,6 +15,13 @@ export const maxIdentityBodyBytes = 64 * 1024;
 export function sessionCookieName(role: Role): string {
   return `emcp-session-${role}`;
 }
+
+/**
+ * The approval window's own cookie before anyone is enrolled (issue 26 item 12): a random token
+ * that names the window typing enrollment codes, so wrong codes are throttled per window rather
+ * than per role. It grants nothing; only its SHA-256 reaches the store.
+ */
+export const windowCookieName = 'emcp-window';
 
 /** A web-standard route handler: the Next.js routes only mount these. */
 export type IdentityHandler = (request: Request) => Promise<Response>;
@@ -223,9 +231,21 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
   return {
     registrationOptions: handle('registrationOptions', async (request) => {
       const { code } = await readPost(request, codeBody);
-      const result = await passkeys.registration.options({ code });
-      if (!result.ok) return refused(result);
-      return ok({ ceremonyId: result.ceremonyId, options: result.options });
+      // The window typing the code is the source its wrong codes are charged to; a window without
+      // the cookie (or one that drops it) is a new source, which only the per-role ceiling bounds.
+      const held = readCookie(request, windowCookieName);
+      const token =
+        held !== undefined && /^[A-Za-z0-9_-]{43}$/.test(held) ? held : randomBytes(32).toString('base64url');
+      const source = createHash('sha256').update(token, 'utf8').digest('base64url');
+      const result = await passkeys.registration.options({ code, source });
+      const response = result.ok ? ok({ ceremonyId: result.ceremonyId, options: result.options }) : refused(result);
+      if (token !== held) {
+        response.headers.append(
+          'set-cookie',
+          `${windowCookieName}=${token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(sessionLifetimeMs / 1000)}${secure ? '; Secure' : ''}`,
+        );
+      }
+      return response;
     }),
 
     registrationVerify: handle('registrationVerify', async (request) => {

@@ -33,7 +33,9 @@ export {
   type CheckEnrollmentCodeOptions,
   checkEnrollmentCode,
   type EnrollmentCodeCheck,
+  enrollmentCeilingWindowMs,
   enrollmentCodeLifetimeMs,
+  enrollmentFailureCeiling,
   enrollmentFailureLimit,
   enrollmentFailureWindowMs,
   type IssuedEnrollmentCode,
@@ -61,6 +63,7 @@ export {
   maxIdentityBodyBytes,
   readCappedBody,
   sessionCookieName,
+  windowCookieName,
 } from './identity-http';
 export {
   type ApprovalResult,

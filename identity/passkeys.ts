@@ -13,6 +13,7 @@ import { cose, decodeAttestationObject, decodeCredentialPublicKey } from '@simpl
 import type { Approvals, ApprovalView, DecisionOutcome } from './approvals';
 import { checkEnrollmentCode } from './enrollment-codes';
 import type { IdentityEventSink } from './events';
+import { framingRefusal } from './framing-refusal';
 import type { Household } from './household';
 import type { IdentityErrorCode } from './identity-error';
 import { decodeSegment } from './safe-json';
@@ -77,7 +78,11 @@ export interface CreatePasskeysOptions {
 export interface Passkeys {
   readonly registration: {
     /** Checks the enrollment code and starts a registration for the code's role. */
-    options(request: { readonly code: string }): Promise<CeremonyOptions<PublicKeyCredentialCreationOptionsJSON>>;
+    /** `source`: the approval-window session the code was typed in, charged for a wrong code. */
+    options(request: {
+      readonly code: string;
+      readonly source?: string;
+    }): Promise<CeremonyOptions<PublicKeyCredentialCreationOptionsJSON>>;
     /** Verifies the registration, uses the code, enrols the passkey and signs the member in. */
     verify(request: {
       readonly ceremonyId: string;
@@ -195,8 +200,8 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
     if (userHandle !== undefined && userHandle !== null && userHandle !== passkey.userHandle) {
       return refuse("userHandle does not match the passkey's member");
     }
-    // §7.2 step 14, checked before SimpleWebAuthn: it lets `crossOrigin: true` through when no
-    // `topOrigin` is sent. The approval window is never embedded, so any cross-origin use is refused.
+    // §7.2 step 14, checked before SimpleWebAuthn: it lets `crossOrigin: true` (and any string)
+    // through when no `topOrigin` is sent. The approval window is never embedded, so any cross-origin use is refused.
     const framing = checkFraming(response.response?.clientDataJSON);
     if (framing !== undefined) return refuse(framing, 'bad-request');
     // §7.2 steps 11-13 and 15-21 (type, challenge, origin, rpIdHash, UP, UV, signature) and the
@@ -236,10 +241,10 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
 
   return {
     registration: {
-      async options({ code }) {
+      async options({ code, source }) {
         const now = clock();
         // The role is the stored code's role; the request carries no role that could matter.
-        const check = await checkEnrollmentCode({ store, code, now });
+        const check = await checkEnrollmentCode({ store, code, now, ...(source === undefined ? {} : { source }) });
         if (!check.ok)
           return refuseEnrollment(check.reason, check.rateLimited ? 'rate-limited' : 'forbidden', check.role);
         const userHandle = new Uint8Array(randomBytes(32));
@@ -552,16 +557,14 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
 const counterWentBackwards = 'sign counter went backwards: possible cloned authenticator';
 
 /**
- * Refuses any cross-origin use (WebAuthn L3 §7.1 step 10 / §7.2 step 14): `crossOrigin: true` or
- * any `topOrigin` means the ceremony ran inside another site's frame. `undefined` when first-party.
+ * Refuses any cross-origin use (WebAuthn L3 §7.1 step 10 / §7.2 step 14): a `crossOrigin` other
+ * than absent or the boolean `false`, or any `topOrigin`. `undefined` when first-party.
  */
 function checkFraming(clientDataJSON: unknown): string | undefined {
   if (typeof clientDataJSON !== 'string') return 'clientDataJSON missing';
   const clientData = decodeSegment(clientDataJSON);
   if (clientData === undefined) return 'clientDataJSON is not a JSON object';
-  if (clientData.crossOrigin === true) return 'cross-origin ceremony refused (crossOrigin is true)';
-  if (clientData.topOrigin !== undefined) return 'cross-origin ceremony refused (topOrigin present)';
-  return undefined;
+  return framingRefusal(clientData);
 }
 
 /** The `fmt` of an attestation object, or `undefined` when it is not one. */

@@ -43,10 +43,10 @@ export interface EnrollmentStore {
   getCode(role: Role): Promise<EnrollmentCodeRecord | undefined>;
   /** Marks the code used iff it is this hash, unused and unexpired at `now`; `true` when this call used it. */
   consumeCode(role: Role, codeHash: string, now: number): Promise<boolean>;
-  /** Records a failed attempt for the role at `now`. */
-  addFailure(role: Role, now: number): Promise<void>;
-  /** Failed attempts for the role at or after `since`. */
-  countFailures(role: Role, since: number): Promise<number>;
+  /** Records a failed attempt for the role at `now`, charged to `source` (an approval-window session). */
+  addFailure(role: Role, now: number, source: string): Promise<void>;
+  /** Failed attempts for the role at or after `since`: from every source, or from `source` only. */
+  countFailures(role: Role, since: number, source?: string): Promise<number>;
 }
 
 /** An enrolled passkey (SPEC §5.3). */

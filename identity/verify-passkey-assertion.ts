@@ -2,6 +2,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { verifyAuthenticationResponse } from '@simplewebauthn/server';
 import { isoCBOR } from '@simplewebauthn/server/helpers';
 import type { PasskeyAssertion } from './credentials';
+import { framingRefusal } from './framing-refusal';
 import { decodeSegment } from './safe-json';
 
 /** What a passkey assertion must prove, from the operator's configuration and the evidence. */
@@ -41,8 +42,7 @@ export const verifyAssertionFast: AssertionVerifier = async (assertion, expected
   if (clientData.challenge !== expected.challenge) return refuse('was made over another challenge');
   // Step 16: the origin is the household's, and not from an embedding frame.
   if (clientData.origin !== expected.origin) return refuse(`comes from ${String(clientData.origin)}`);
-  if (clientData.crossOrigin === true || clientData.topOrigin !== undefined)
-    return refuse('comes from a cross-origin frame');
+  if (framingRefusal(clientData) !== undefined) return refuse('comes from a cross-origin frame');
   // Step 19: rpIdHash is SHA-256 of the configured rpId.
   if (authData.length < 37) return refuse('has truncated authenticator data');
   if (!authData.subarray(0, 32).equals(createHash('sha256').update(expected.rpId, 'utf8').digest())) {
@@ -71,7 +71,7 @@ export const verifyAssertionFast: AssertionVerifier = async (assertion, expected
 export const verifyAssertionWithSimpleWebAuthn: AssertionVerifier = async (assertion, expected) => {
   const clientData = decodeSegment(assertion.clientDataJSON);
   // The library accepts a topOrigin the household never expects: refuse it here as the fast path does.
-  if (!clientData || clientData.crossOrigin === true || clientData.topOrigin !== undefined) {
+  if (!clientData || framingRefusal(clientData) !== undefined) {
     return { verified: false, reason: 'the passkey assertion comes from a cross-origin frame' };
   }
   try {

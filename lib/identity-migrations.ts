@@ -93,4 +93,13 @@ export const identityMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // Issue 26 item 12: wrong enrollment codes are throttled per approval-window session, under a
+    // ceiling per role; rows from before carry no source and count only towards the ceiling.
+    version: 2,
+    sql: `
+      ALTER TABLE enrollment_failures ADD COLUMN source TEXT NOT NULL DEFAULT '';
+      CREATE INDEX enrollment_failures_by_source ON enrollment_failures (role, source, at);
+    `,
+  },
 ];

@@ -69,12 +69,16 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
       // One UPDATE: the hash, unused and unexpired are checked and the code spent under one write lock.
       consumeCode: (role, codeHash, now) =>
         guarded('enrollment.consumeCode', () => statements.consumeCode.run({ role, codeHash, now }).changes === 1),
-      addFailure: (role, now) =>
+      addFailure: (role, now, source) =>
         guarded('enrollment.addFailure', () => {
-          statements.addFailure.run(role, now);
+          statements.addFailure.run(role, now, source);
         }),
-      countFailures: (role, since) =>
-        guarded('enrollment.countFailures', () => countRow.parse(statements.countFailures.get(role, since)).count),
+      countFailures: (role, since, source) =>
+        guarded('enrollment.countFailures', () =>
+          source === undefined
+            ? countRow.parse(statements.countFailures.get(role, since)).count
+            : countRow.parse(statements.countSourceFailures.get(role, since, source)).count,
+        ),
     },
 
     passkeys: {
@@ -215,9 +219,14 @@ function prepareStatements(database: Database.Database) {
       `UPDATE enrollment_codes SET used_at = @now
        WHERE role = @role AND code_hash = @codeHash AND used_at IS NULL AND expires_at > @now`,
     ),
-    addFailure: database.prepare<[string, number]>('INSERT INTO enrollment_failures (role, at) VALUES (?, ?)'),
+    addFailure: database.prepare<[string, number, string]>(
+      'INSERT INTO enrollment_failures (role, at, source) VALUES (?, ?, ?)',
+    ),
     countFailures: database.prepare<[string, number]>(
       'SELECT COUNT(*) AS count FROM enrollment_failures WHERE role = ? AND at >= ?',
+    ),
+    countSourceFailures: database.prepare<[string, number, string]>(
+      'SELECT COUNT(*) AS count FROM enrollment_failures WHERE role = ? AND at >= ? AND source = ?',
     ),
 
     addPasskey: database.prepare(

@@ -248,16 +248,19 @@ describe('enrollment', () => {
     expect(await enrollment.consumeCode('parent', 'hash-b', t0 + 6)).toBe(true);
   });
 
-  it('counts failures per role at or after since', async () => {
+  it('counts failures per role at or after since, from every source or from one', async () => {
     const { enrollment } = fresh().store.identity;
-    await enrollment.addFailure('child', 100);
-    await enrollment.addFailure('child', 200);
-    await enrollment.addFailure('child', 300);
-    await enrollment.addFailure('parent', 300);
+    await enrollment.addFailure('child', 100, 'window-a');
+    await enrollment.addFailure('child', 200, 'window-b');
+    await enrollment.addFailure('child', 300, 'window-a');
+    await enrollment.addFailure('parent', 300, 'window-a');
     expect(await enrollment.countFailures('child', 200)).toBe(2);
     expect(await enrollment.countFailures('child', 0)).toBe(3);
     expect(await enrollment.countFailures('child', 301)).toBe(0);
     expect(await enrollment.countFailures('parent', 0)).toBe(1);
+    expect(await enrollment.countFailures('child', 0, 'window-a')).toBe(2);
+    expect(await enrollment.countFailures('child', 150, 'window-a')).toBe(1);
+    expect(await enrollment.countFailures('child', 0, 'window-c')).toBe(0);
   });
 });
 

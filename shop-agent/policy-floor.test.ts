@@ -101,4 +101,36 @@ describe('checkPolicyFloor', () => {
       }),
     ).toEqual([]);
   });
+
+  it.each([
+    ['a right-to-left override', '\u202e12 Main St', 'U+202E'],
+    ['a C0 control', '12 Main St\u0007', 'U+0007'],
+    ['a newline', '12 Main St\nApt 4', 'U+000A'],
+    ['a C1 control', '12 Main\u0085St', 'U+0085'],
+    ['a zero-width space', '12 Ma\u200bin St', 'U+200B'],
+    ['a first-strong isolate', '12 \u2068Main St', 'U+2068'],
+    ['an invisible tag character', '12 Main St\u{E0041}', 'U+E0041'],
+    ['a line separator', '12 Main St\u2028', 'U+2028'],
+    ['a paragraph separator', '12\u2029Main St', 'U+2029'],
+  ])('refuses a delivery address with %s, naming the character', (_name, deliverTo, named) => {
+    const decision = checkPolicyFloor({ items: [{ sku: 'cheese-slice', qty: 1 }], deliverTo }, MENU);
+    expect(decision.ok).toBe(false);
+    if (decision.ok) return;
+    expect(decision.violations).toEqual([{ code: 'ambiguous_text', message: expect.stringContaining(named) }]);
+  });
+
+  it('signs plain addresses in any script, with accents, emoji and ordinary spaces', () => {
+    for (const deliverTo of ['12 Main St', 'Königstraße 5, München', 'רחוב הרצל 12', '東京都 1-2-3', '12 Main St 🍕']) {
+      expect(codes({ items: [{ sku: 'cheese-slice', qty: 1 }], deliverTo })).toEqual([]);
+    }
+  });
+
+  it('refuses to sign a menu name that carries a format character', () => {
+    const menu = [{ sku: 'cheese-slice', name: 'Cheese\u202e slice', listPriceCents: 400 }];
+    expect(codes({ items: [{ sku: 'cheese-slice', qty: 1 }] }).length).toBe(0);
+    const decision = checkPolicyFloor({ items: [{ sku: 'cheese-slice', qty: 1 }] }, menu);
+    expect(decision.ok ? [] : decision.violations.map(({ code, line }) => ({ code, line }))).toEqual([
+      { code: 'ambiguous_text', line: 0 },
+    ]);
+  });
 });

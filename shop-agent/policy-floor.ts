@@ -1,4 +1,5 @@
 import type { MenuItem } from './menu.js';
+import { firstAmbiguousCharacter } from './unambiguous-text.js';
 
 /** The largest discount the shop will ever sign, in percent of list price. */
 export const MAX_DISCOUNT_PERCENT = 30;
@@ -13,9 +14,11 @@ export const CURRENCY = 'usd';
 /** One requested line, as asked for by the caller (numbers not yet trusted). */
 export type RequestedLine = { sku: string; qty: number; unitPriceCents?: number | undefined };
 
-/** What the floor judges: requested lines plus the caller's optional total and currency. */
+/** What the floor judges: requested lines, the delivery address, and the caller's optional total and currency. */
 export type OrderRequest = {
   items: readonly RequestedLine[];
+  /** The address the invoice will carry; judged when given (a negotiation has none yet). */
+  deliverTo?: string | undefined;
   totalCents?: number | undefined;
   currency?: string | undefined;
 };
@@ -42,7 +45,8 @@ export type ViolationCode =
   | 'price_above_list'
   | 'wrong_total'
   | 'total_over_limit'
-  | 'wrong_currency';
+  | 'wrong_currency'
+  | 'ambiguous_text';
 
 /** One violation; `line` is the 0-based index of the offending item when there is one. */
 export type Violation = { code: ViolationCode; message: string; line?: number };
@@ -65,6 +69,19 @@ export function checkPolicyFloor(request: OrderRequest, menu: readonly MenuItem[
   const violations: Violation[] = [];
   const lines: InvoiceLine[] = [];
 
+  // Rule: the signed text reads as it is (issue 26 item 3). A person approves the address and the
+  // item names as the window shows them, so none may carry a control, format (bidi override,
+  // zero-width, tag) or line/paragraph separator character that makes it display otherwise.
+  if (request.deliverTo !== undefined) {
+    const found = firstAmbiguousCharacter(request.deliverTo);
+    if (found !== undefined) {
+      violations.push({
+        code: 'ambiguous_text',
+        message: `The delivery address contains ${found}, an invisible or control character that would make the signed address read differently from what it says; send the address as plain text.`,
+      });
+    }
+  }
+
   // Rule: at least one line.
   if (request.items.length === 0) {
     violations.push({ code: 'no_items', message: 'The order has no items.' });
@@ -81,6 +98,15 @@ export function checkPolicyFloor(request: OrderRequest, menu: readonly MenuItem[
         message: `Item ${line + 1}: "${item.sku.slice(0, 64)}" is not on the menu (choose one of: ${skus}).`,
       });
       return;
+    }
+    // Rule: the name the invoice will carry reads as it is (a menu the shop misconfigured signs nothing).
+    const nameCharacter = firstAmbiguousCharacter(entry.name);
+    if (nameCharacter !== undefined) {
+      violations.push({
+        code: 'ambiguous_text',
+        line,
+        message: `Item ${line + 1} (${entry.sku}): its menu name contains ${nameCharacter}, an invisible or control character; the shop cannot sign it.`,
+      });
     }
     // Rule: qty is an integer in 1..20.
     if (!Number.isInteger(item.qty) || item.qty < MIN_QTY || item.qty > MAX_QTY) {

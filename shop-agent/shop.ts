@@ -15,8 +15,10 @@ import {
   type Terms,
   type Violation,
 } from './policy-floor.js';
+import { ShopError } from './shop-error.js';
 import { signCredential } from './sign-credential.js';
 import { checkTimeClaims, MAX_LIFETIME_SECONDS } from './time-claims.js';
+import { firstAmbiguousCharacter } from './unambiguous-text.js';
 import { invoiceHash, verifyReceipt } from './verify-receipt.js';
 
 /** Invoice lifetime: the household must pay within five minutes (SPEC §6). */
@@ -98,6 +100,11 @@ export function createShop(options: ShopOptions): Shop {
   const now = options.now ?? (() => new Date());
   const log: ShopLog = options.log ?? (() => {});
   const { key, orders } = options;
+  // The merchant name is signed into every invoice: it must read as it is, like every signed text.
+  const nameCharacter = firstAmbiguousCharacter(options.merchantName);
+  if (nameCharacter !== undefined) {
+    throw new ShopError('config', `the merchant name contains ${nameCharacter}, an invisible or control character`);
+  }
 
   return {
     menu() {
@@ -114,6 +121,7 @@ export function createShop(options: ShopOptions): Shop {
         rules: [
           'Prices are in US cents. Unit prices are signed only between lowestPriceCents and listPriceCents.',
           `Quantity per line is a whole number from 1 to ${MAX_QTY}; an order totals at most ${MAX_TOTAL_CENTS} cents.`,
+          'deliverTo is plain text: no control, invisible format (e.g. bidirectional override) or line/paragraph separator characters.',
           'negotiate proposes terms (not binding); request_invoice returns the signed invoice.',
         ],
       };
@@ -159,7 +167,8 @@ export function createShop(options: ShopOptions): Shop {
     },
 
     async requestInvoice(request) {
-      // Step 1: the policy floor decides; a violation signs and stores nothing.
+      // Step 1: the policy floor decides (prices, quantities, total, and that the address and
+      // names read as they are); a violation signs and stores nothing.
       const decision = checkPolicyFloor(request, menu);
       if (!decision.ok) {
         log('invoice-refused', { violations: decision.violations.map((violation) => violation.code) });

@@ -30,3 +30,52 @@ export function relativeTime(at: number, now: number): string {
   const days = Math.round(hours / 24);
   return `${days} days ago`;
 }
+
+/**
+ * Characters that would make signed text display differently from its bytes (issue 26 item 3):
+ * Unicode categories Cc (controls), Cf (format: bidirectional overrides and isolates, zero-width
+ * and tag characters), Zl and Zp (line and paragraph separators), and lone surrogates (Cs), which
+ * cannot be shown at all.
+ */
+const hiddenCharacter = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
+
+/** One piece of signed text: shown as is, or a hidden character shown as its escape. */
+export type SignedTextPart =
+  | { readonly kind: 'text'; readonly text: string }
+  | {
+      readonly kind: 'escape';
+      readonly escape: string;
+      readonly codePoint: string;
+      /** Where the character sits in the text (UTF-16 offset): a stable key for rendering. */
+      readonly offset: number;
+    };
+
+/** `\u202E` for a BMP character, `\u{E0041}` beyond it: what a person sees instead of the character. */
+export function visibleEscape(character: string): string {
+  const codePoint = character.codePointAt(0) ?? 0;
+  const hex = codePoint.toString(16).toUpperCase().padStart(4, '0');
+  return codePoint > 0xffff ? `\\u{${hex}}` : `\\u${hex}`;
+}
+
+/**
+ * Signed text split into what is shown as is and what is shown as a visible escape, so every
+ * character a person approves is on screen: "\u202E12 Main St", never "tS niaM 21".
+ */
+export function signedTextParts(text: string): SignedTextPart[] {
+  const parts: SignedTextPart[] = [];
+  let last = 0;
+  for (const match of text.matchAll(hiddenCharacter)) {
+    const index = match.index ?? 0;
+    if (index > last) parts.push({ kind: 'text', text: text.slice(last, index) });
+    const codePoint = (match[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
+    parts.push({ kind: 'escape', escape: visibleEscape(match[0]), codePoint: `U+${codePoint}`, offset: index });
+    last = index + match[0].length;
+  }
+  if (last < text.length) parts.push({ kind: 'text', text: text.slice(last) });
+  return parts;
+}
+
+/** Signed text as one plain string with every hidden character escaped (for labels and titles). */
+export function showSignedText(text: string): string {
+  return text.replace(hiddenCharacter, visibleEscape);
+}

@@ -1,8 +1,9 @@
 'use client';
 
 import type { ApprovalEvent, OrderEvent, ReceiptEvent } from './chat-model';
-import { formatCountdown, formatMoney, possessive } from './format';
+import { formatCountdown, formatMoney, possessive, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
+import { SignedText } from './signed-text';
 import { useNow } from './use-now';
 
 const roles = ['child', 'parent'] as const;
@@ -35,11 +36,15 @@ export function OrderCard({
 
   return (
     <article
-      aria-label={`Order from ${order.merchantName}`}
+      aria-label={`Order from ${showSignedText(order.merchantName)}`}
       className="rounded-xl border border-slate-200 bg-white p-4 shadow-sm"
     >
       <SignedTerms
-        title={<h3 className="font-semibold">Order from {order.merchantName}</h3>}
+        title={
+          <h3 className="font-semibold">
+            Order from <SignedText text={order.merchantName} />
+          </h3>
+        }
         merchantName={order.merchantName}
         merchantDid={order.merchantDid}
         items={order.items}
@@ -47,7 +52,9 @@ export function OrderCard({
       />
       <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-sm">
         <dt className="text-slate-600">Deliver to</dt>
-        <dd>{order.deliverTo}</dd>
+        <dd>
+          <SignedText text={order.deliverTo} />
+        </dd>
         {open && (
           <>
             <dt className="text-slate-600">Offer expires</dt>

@@ -1,7 +1,8 @@
 'use client';
 
-import { formatCountdown, formatMoney } from './format';
+import { formatCountdown, formatMoney, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
+import { hasHiddenCharacters, SignedText } from './signed-text';
 import { useNow } from './use-now';
 
 type Role = 'child' | 'parent';
@@ -26,7 +27,7 @@ export interface PendingApproval {
 /**
  * One request in the approval window. Approve is offered only while the request is pending, not
  * expired, and not yet approved by this role; expired or closed requests say so instead.
- * Merchant-supplied text is rendered as text.
+ * Merchant-supplied text is rendered as text, with any hidden character as a visible escape.
  */
 export function PendingApprovalCard({
   approval,
@@ -52,16 +53,19 @@ export function PendingApprovalCard({
   const approvedHere = approval.approvedRoles.includes(role);
   const others = approval.requiredRoles.filter((other) => other !== role);
   const actionable = closed === undefined && !expired && !approvedHere;
+  const hidden = [terms.merchantName, terms.deliverTo, ...terms.items.map((item) => item.name)].some(
+    hasHiddenCharacters,
+  );
 
   return (
     <article
-      aria-label={`Order from ${terms.merchantName} for ${formatMoney(terms.totalCents)}`}
+      aria-label={`Order from ${showSignedText(terms.merchantName)} for ${formatMoney(terms.totalCents)}`}
       className={`rounded-xl border bg-white p-4 shadow-sm ${actionable ? 'border-sky-300' : 'border-slate-200'}`}
     >
       <SignedTerms
         title={
           <h3 className="text-lg font-semibold">
-            {terms.merchantName} — {formatMoney(terms.totalCents)}
+            <SignedText text={terms.merchantName} /> — {formatMoney(terms.totalCents)}
           </h3>
         }
         merchantName={terms.merchantName}
@@ -71,7 +75,9 @@ export function PendingApprovalCard({
       />
       <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-sm">
         <dt className="text-slate-600">Deliver to</dt>
-        <dd className="font-medium">{terms.deliverTo}</dd>
+        <dd className="font-medium">
+          <SignedText text={terms.deliverTo} />
+        </dd>
         <dt className="text-slate-600">Also approving</dt>
         <dd>
           {others.length === 0
@@ -88,6 +94,13 @@ export function PendingApprovalCard({
         )}
       </dl>
 
+      {hidden && (
+        <p role="note" className="mt-3 rounded-lg bg-amber-50 p-2 text-sm text-amber-900">
+          The signed terms contain invisible or control characters, shown above as marked codes such as \u202E. Text
+          like this can read differently from what was signed; the household's policy will not pay for it, so decline
+          this order.
+        </p>
+      )}
       {closed === 'declined-here' && (
         <p className="mt-3 text-amber-900">You declined this order. Nothing will be charged.</p>
       )}

@@ -1,4 +1,5 @@
 import { formatMoney, shortDid } from './format';
+import { SignedText } from './signed-text';
 
 /** The invoice lines as the merchant signed them. */
 export interface SignedLine {
@@ -9,7 +10,8 @@ export interface SignedLine {
 
 /**
  * Who signed the terms and every line with its total, exactly as decoded from the merchant-signed
- * invoice: the chat's order card and the approval window show the same table.
+ * invoice: the chat's order card and the approval window show the same table. Signed text is
+ * shown with any hidden character as a visible escape (SignedText).
  */
 export function SignedTerms({
   title,
@@ -29,7 +31,7 @@ export function SignedTerms({
       <header className="flex flex-wrap items-baseline justify-between gap-2">
         {title}
         <p className="text-sm text-emerald-800">
-          signed by {merchantName}{' '}
+          signed by <SignedText text={merchantName} />{' '}
           <span title={merchantDid} className="font-mono">
             ({shortDid(merchantDid)})
           </span>{' '}
@@ -57,7 +59,9 @@ export function SignedTerms({
         <tbody>
           {items.map((item) => (
             <tr key={`${item.name}-${item.qty}-${item.unitPriceCents}`} className="border-t border-slate-100">
-              <td className="py-1">{item.name}</td>
+              <td className="py-1">
+                <SignedText text={item.name} />
+              </td>
               <td className="py-1 text-right tabular-nums">{item.qty}</td>
               <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents)}</td>
               <td className="py-1 text-right tabular-nums">{formatMoney(item.unitPriceCents * item.qty)}</td>

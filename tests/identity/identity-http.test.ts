@@ -170,15 +170,20 @@ describe('registration and sessions over HTTP', () => {
     expect(out.setCookie).toBe('emcp-session-parent=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure');
   });
 
-  it('a wrong code is 403, the locked role 429', async () => {
+  it('a wrong code is 403, the throttled window 429 (the window is named by its own cookie)', async () => {
     const wrong = await call(handlers.registrationOptions, '/r', { body: { code: 'child-AAAA-BBBB-CCCC' } });
     expect(wrong).toMatchObject({ status: 403, json: { error: 'wrong enrollment code' } });
+    expect(wrong.setCookie).toMatch(
+      /^emcp-window=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=43200$/,
+    );
+    const window = cookiePair(wrong.setCookie);
     for (let attempt = 1; attempt < 5; attempt++)
-      await call(handlers.registrationOptions, '/r', { body: { code: 'child-AAAA-BBBB-CCCC' } });
-    const locked = await call(handlers.registrationOptions, '/r', { body: { code: (await h.codes()).child } });
+      await call(handlers.registrationOptions, '/r', { body: { code: 'child-AAAA-BBBB-CCCC' }, cookie: window });
+    const code = (await h.codes()).child;
+    const locked = await call(handlers.registrationOptions, '/r', { body: { code }, cookie: window });
     expect(locked).toMatchObject({
       status: 429,
-      json: { error: 'too many wrong codes for child, wait 15 minutes and try again' },
+      json: { error: 'too many wrong codes for child from this window, wait 15 minutes and try again' },
     });
   });
 });

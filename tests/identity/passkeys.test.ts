@@ -187,21 +187,23 @@ describe('registration', () => {
     });
   });
 
-  it('refuses a wrong code, then locks the role after too many', async () => {
+  it('refuses a wrong code, then throttles the window (source) after too many', async () => {
     const { child: code = '' } = await h.codes();
-    expect(await h.passkeys.registration.options({ code: 'child-AAAA-BBBB-CCCC' })).toMatchObject({
+    const source = 'window-a';
+    expect(await h.passkeys.registration.options({ code: 'child-AAAA-BBBB-CCCC', source })).toMatchObject({
       ok: false,
       reason: 'wrong enrollment code',
       code: 'forbidden',
     });
     for (let attempt = 1; attempt < enrollmentFailureLimit; attempt++) {
-      await h.passkeys.registration.options({ code: 'child-AAAA-BBBB-CCCC' });
+      await h.passkeys.registration.options({ code: 'child-AAAA-BBBB-CCCC', source });
     }
-    expect(await h.passkeys.registration.options({ code })).toMatchObject({
+    expect(await h.passkeys.registration.options({ code, source })).toMatchObject({
       ok: false,
-      reason: 'too many wrong codes for child, wait 15 minutes and try again',
+      reason: 'too many wrong codes for child from this window, wait 15 minutes and try again',
       code: 'rate-limited',
     });
+    expect(await h.passkeys.registration.options({ code, source: 'window-b' })).toMatchObject({ ok: true });
   });
 
   it('a ceremony verifies once, and not after it expires', async () => {

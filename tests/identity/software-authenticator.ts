@@ -21,8 +21,11 @@ export interface CeremonyOverrides {
   readonly flags?: { readonly up?: boolean; readonly uv?: boolean };
   /** The sign counter to report (and remember). */
   readonly counter?: number;
-  /** clientData `crossOrigin`. */
-  readonly crossOrigin?: boolean;
+  /**
+   * clientData `crossOrigin` (default `false`): any JSON value a hostile client could send, or
+   * `absent` to leave the member out as older browsers do.
+   */
+  readonly crossOrigin?: boolean | string | number | null | 'absent' | Readonly<Record<string, unknown>>;
   /** clientData `topOrigin`; absent by default. */
   readonly topOrigin?: string;
 }
@@ -76,8 +79,9 @@ export function createSoftwareAuthenticator(settings: { origin: string; rpId: st
       type: overrides.type ?? type,
       challenge: overrides.challenge ?? challenge,
       origin: overrides.origin ?? settings.origin,
-      crossOrigin: overrides.crossOrigin ?? false,
     };
+    if (overrides.crossOrigin !== 'absent')
+      data.crossOrigin = overrides.crossOrigin === undefined ? false : overrides.crossOrigin;
     if (overrides.topOrigin !== undefined) data.topOrigin = overrides.topOrigin;
     return Buffer.from(JSON.stringify(data), 'utf8');
   };
