@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { isInitializeRequest, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { isLegacyRequest } from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { type InboundToken, inboundPrincipal } from './inbound-tokens';
 
 /** Options of {@link createHttpHandler}. */
@@ -138,6 +140,7 @@ export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions)
   return createSessionHttpHandler(
     (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
     options,
+    createStatelessHandler(gateway),
   );
 }
 
@@ -149,9 +152,14 @@ export type ConnectSession = (transport: Transport, principal: Principal) => Pro
  * `Host`/`Origin` checks): `connectSession` serves one new session on its transport. Search mode
  * connects a meta-tools server; transparent mode a proxy with its own upstream (SPEC §3.11), so
  * the session bound also bounds its upstream children. Closing a session closes its transport.
- * A session belongs to the principal that opened it.
+ * A session belongs to the principal that opened it. With a `stateless` leg, every request the
+ * SDK classifies as 2026-07-28 goes there instead, after the same checks (SPEC §3.11): no session.
  */
-export function createSessionHttpHandler(connectSession: ConnectSession, options: HttpHandlerOptions): HttpHandler {
+export function createSessionHttpHandler(
+  connectSession: ConnectSession,
+  options: HttpHandlerOptions,
+  stateless?: StatelessLeg,
+): HttpHandler {
   const path = options.path ?? '/mcp';
   const maxSessions = options.maxSessions ?? 100;
   const maxPerAddress = options.maxSessionsPerAddress ?? 25;
@@ -209,11 +217,12 @@ export function createSessionHttpHandler(connectSession: ConnectSession, options
     return undefined;
   }
 
-  async function open(request: Request, address: string | undefined, principal: Principal): Promise<Response> {
-    const body = await readBody(request, limit);
-    if (!body.ok) return body.response;
-    const parsed = parseJson(body.text);
-    if (!parsed.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+  async function open(
+    request: Request,
+    parsed: { readonly value: unknown },
+    opener: { readonly address: string | undefined; readonly principal: Principal },
+  ): Promise<Response> {
+    const { address, principal } = opener;
     if (!isInitializeRequest(parsed.value))
       return jsonRpcError(400, 'Bad request: start a session with an initialize request.');
     const refused = admit(address);
@@ -251,11 +260,7 @@ export function createSessionHttpHandler(connectSession: ConnectSession, options
    * request reusing an id still in flight took over the first one's stream, and the first never
    * got its answer (issue 11, item 18). Such a request is refused with an error carrying the id.
    */
-  async function post(request: Request, session: Session): Promise<Response> {
-    const body = await readBody(request, limit);
-    if (!body.ok) return body.response;
-    const parsed = parseJson(body.text);
-    if (!parsed.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+  async function post(request: Request, parsed: { readonly value: unknown }, session: Session): Promise<Response> {
     const ids = requestIds(parsed.value);
     const keys = ids.map(idKey);
     const reused = ids.find((_, position) => {
@@ -304,10 +309,23 @@ export function createSessionHttpHandler(connectSession: ConnectSession, options
           { status: 401, headers: { 'www-authenticate': 'Bearer realm="extensible-mcp"' } },
         );
       }
+      // A POST body is read once, under the limit, whichever leg serves it.
+      let parsed: { readonly value: unknown } | undefined;
+      if (request.method === 'POST') {
+        const body = await readBody(request, limit);
+        if (!body.ok) return body.response;
+        const json = parseJson(body.text);
+        if (!json.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
+        parsed = json;
+      }
+      // A 2026-07-28 request carries its own version and state: the stateless leg, any replica.
+      if (stateless !== undefined && !(await isLegacyRequest(request, parsed?.value))) {
+        return stateless.handle(request, principal, parsed?.value);
+      }
       const sessionId = request.headers.get('mcp-session-id');
       if (sessionId === null) {
-        return request.method === 'POST'
-          ? open(request, context.remoteAddress, principal)
+        return parsed !== undefined
+          ? open(request, parsed, { address: context.remoteAddress, principal })
           : jsonRpcError(400, 'Bad request: unknown or missing Mcp-Session-Id.');
       }
       const session = sessions.get(sessionId);
@@ -316,11 +334,12 @@ export function createSessionHttpHandler(connectSession: ConnectSession, options
         return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
       }
       session.lastSeen = Date.now();
-      if (request.method === 'POST') return post(request, session);
+      if (parsed !== undefined) return post(request, parsed, session);
       return session.transport.handleRequest(request);
     },
     async close() {
       clearInterval(sweeper);
+      await stateless?.close();
       const open = [...sessions.values()];
       sessions.clear();
       await Promise.allSettled(open.map((session) => session.transport.close()));

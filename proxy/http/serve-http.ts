@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import type { Gateway } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { type ConnectSession, createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
 
 /** Options of {@link serveHttp}. */
@@ -59,6 +60,7 @@ export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Pro
   return serveSessions(
     (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
     options,
+    createStatelessHandler(gateway),
   );
 }
 
@@ -69,6 +71,7 @@ export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Pro
 export async function serveSessions(
   connectSession: ConnectSession,
   options: ServeHttpOptions = {},
+  stateless?: StatelessLeg,
 ): Promise<HttpEndpoint> {
   const host = options.host ?? '127.0.0.1';
   const server = createServer();
@@ -78,11 +81,15 @@ export async function serveSessions(
   });
   const { port } = server.address() as AddressInfo;
   const names = new Set([host.includes(':') ? `[${host}]` : host, 'localhost', '127.0.0.1', '[::1]']);
-  const handler = createSessionHttpHandler(connectSession, {
-    ...options,
-    allowedHosts: [...[...names].map((name) => `${name}:${port}`), ...(options.allowedHosts ?? [])],
-    allowedOrigins: [...names].map((name) => `http://${name}:${port}`),
-  });
+  const handler = createSessionHttpHandler(
+    connectSession,
+    {
+      ...options,
+      allowedHosts: [...[...names].map((name) => `${name}:${port}`), ...(options.allowedHosts ?? [])],
+      allowedOrigins: [...names].map((name) => `http://${name}:${port}`),
+    },
+    stateless,
+  );
   const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     handler

@@ -79,7 +79,8 @@ export const metaTools: Tool[] = [
   },
 ];
 
-const instructions = [
+/** The server's instructions: the workflow, told to the model on every face. */
+export const searchModeInstructions = [
   'This server is a gateway to many tools. Workflow:',
   '1. Call search_tools with a short description of what you want to do.',
   '2. Call call_tool with the exact tool_name from the search results and its arguments; when search_tools returned a handle, pass it too.',
@@ -174,7 +175,7 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
     { name: 'extensible-mcp', version: '0.1.0' },
     // `logging`: the client may set a level (`logging/setLevel`, kept per session by the SDK) and
     // then receives the refusals of its own calls as `notifications/message` warnings.
-    { capabilities: { tools: {}, logging: {} }, instructions },
+    { capabilities: { tools: {}, logging: {} }, instructions: searchModeInstructions },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: metaTools }));
   /** A refused or failed call, as a warning on the session's log (if its level lets warnings through). */
@@ -204,27 +205,42 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
         elicit: (params) => server.elicitInput(params, { relatedRequestId: extra.requestId, timeout: 10 * 60_000 }),
       }),
     };
-    const args = request.params.arguments ?? {};
-    try {
-      switch (request.params.name) {
-        case 'search_tools':
-          return await searchTools(gateway, args, context);
-        case 'call_tool': {
-          const result = await callTool(gateway, args, context);
-          if (result.isError) await logRefusal(result, extra.sessionId);
-          return result;
-        }
-        case 'load_mcp_server':
-          return await loadServer(gateway, args, context);
-        default:
-          return textResult(
-            `Unknown tool "${request.params.name}". This server offers search_tools, call_tool and load_mcp_server.`,
-            true,
-          );
-      }
-    } catch (error) {
-      return toToolResult(error);
-    }
+    const result = await answerMetaTool(
+      gateway,
+      { name: request.params.name, arguments: request.params.arguments },
+      context,
+    );
+    if (request.params.name === 'call_tool' && result.isError) await logRefusal(result, extra.sessionId);
+    return result;
   });
   return server;
+}
+
+/**
+ * Answers one meta-tool call for any face (SPEC §3.4): `search_tools`, `call_tool` or
+ * `load_mcp_server` through the gateway, in `context`. Refusals and faults are `isError` results.
+ */
+export async function answerMetaTool(
+  gateway: Gateway,
+  call: { readonly name: string; readonly arguments?: Record<string, unknown> | undefined },
+  context: CallContext,
+): Promise<CallToolResult> {
+  const args = call.arguments ?? {};
+  try {
+    switch (call.name) {
+      case 'search_tools':
+        return await searchTools(gateway, args, context);
+      case 'call_tool':
+        return await callTool(gateway, args, context);
+      case 'load_mcp_server':
+        return await loadServer(gateway, args, context);
+      default:
+        return textResult(
+          `Unknown tool "${call.name}". This server offers search_tools, call_tool and load_mcp_server.`,
+          true,
+        );
+    }
+  } catch (error) {
+    return toToolResult(error);
+  }
 }
