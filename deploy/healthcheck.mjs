@@ -8,7 +8,7 @@ const paths = { app: '/api/health', shop: '/healthz' };
 /** Why the answer is unhealthy, or undefined when it is healthy. */
 function problem(body) {
   if (kind === 'shop') return body?.ok === true ? undefined : 'the shop did not say ok';
-  if (body?.status !== 'ok') return `the household is not up (${JSON.stringify(body).slice(0, 200)})`;
+  if (body?.status !== 'ok') return `the household is not up (${String(JSON.stringify(body)).slice(0, 200)})`;
   if (body.searchMode !== 'hybrid')
     return `tool search is ${body.searchMode}, not hybrid: the embedding model is not loaded`;
   return undefined;

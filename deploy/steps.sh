@@ -4,7 +4,8 @@
 # same steps outside Docker (the e2e build itself is `steps.sh build`), so the two cannot drift.
 #
 #   install              npm ci (all packages: the build needs the dev tools)
-#   install-production   npm ci --omit=dev (the shop: runtime packages only)
+#   install-production   npm ci --omit=dev (runtime packages only)
+#   install-shop         the shop's own runtime packages only (deploy/shop-packages.mjs), locked versions
 #   stage-model          the MiniLM embedding model, pinned and hash-checked (scripts/stage-model.sh)
 #   build                the production Next.js build
 #   prune                drop dev packages and the build cache after the build
@@ -26,6 +27,10 @@ case "$step" in
   install-production)
     npm ci --omit=dev --no-audit --no-fund
     ;;
+  install-shop)
+    node deploy/shop-packages.mjs write
+    npm install --omit=dev --no-audit --no-fund
+    ;;
   stage-model)
     bash scripts/stage-model.sh
     ;;
@@ -46,10 +51,10 @@ case "$step" in
     exec node deploy/healthcheck.mjs app "${1:-http://localhost:3000}"
     ;;
   healthcheck-shop)
-    exec node deploy/healthcheck.mjs shop "${1:-http://127.0.0.1:7600}"
+    exec node deploy/healthcheck.mjs shop "${1:-http://localhost:7600}"
     ;;
   *)
-    echo "usage: deploy/steps.sh install|install-production|stage-model|build|prune|start-app|start-shop|healthcheck-app|healthcheck-shop" >&2
+    echo "usage: deploy/steps.sh install|install-production|install-shop|stage-model|build|prune|start-app|start-shop|healthcheck-app|healthcheck-shop" >&2
     exit 2
     ;;
 esac

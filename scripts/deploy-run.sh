@@ -1,0 +1,498 @@
+#!/usr/bin/env bash
+# The Docker showcase, run for real (issue 27): builds both images of deploy/ in a container
+# engine, runs deploy/docker-compose.yml with it, and orders a pizza through the published port.
+# CI runs it from .ci/run; its steps are documented in deploy/README.md ("What CI proves").
+#
+#   1. engine        Debian's podman (rootful, runc), docker-compose v1, debootstrap; a config of
+#                    this harness's own (storage, rlimits, runtime, networks) under $DEPLOY_STATE
+#   2. base images   stand-ins for node:20-bookworm(-slim) and python:3.11-slim-bookworm, built
+#                    from Debian's packages (deploy/standins/standins.Containerfile)
+#   3. build         both images from deploy/*.Dockerfile, the stand-ins passed as build arguments
+#   4. compose up    podman's Docker-compatible API service, a healthcheck loop (podman runs none
+#                    without systemd), then `docker-compose up -d`, which starts the shop only once
+#                    the app is healthy
+#   5. healthchecks  both containers healthy
+#   6. checks        from the host: health says hybrid, the pages answer, both enrollment codes in
+#                    the app's log, only 127.0.0.1:3000 published, the shop has no route out; then a
+#                    whole $15 order in Chromium, a shop restart, and the next order
+#                    (tests/deploy/compose-order.spec.ts)
+#   7. down          `docker-compose down -v`, then a check that nothing is left
+#
+# Whatever happens, the exit trap takes everything down again: containers, networks, volumes, the
+# API service and the healthcheck loop. Images and the build cache stay in $DEPLOY_STATE, so the
+# next run on the same machine rebuilds only what changed.
+#
+# Usage (as root):
+#   bash scripts/deploy-run.sh            the whole run
+#   bash scripts/deploy-run.sh --fresh    the same, from empty engine storage (measures a fresh machine)
+# Used by the order spec while a run is under way:
+#   bash scripts/deploy-run.sh app-log        the app container's log
+#   bash scripts/deploy-run.sh restart-shop   restart the shop container, wait until it is healthy
+# Environment: DEPLOY_STATE (engine storage and config; default /var/lib/extensible-mcp-deploy).
+set -Eeuo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# Issue 31 (the proxy recovering a downstream session the shop lost) is not in yet: a failed order
+# after the shop's restart is reported as the known gap and does not fail the run. Set this to
+# "required" once recovery lands, and that order must complete.
+SHOP_RESTART_RECOVERY="known-gap"
+
+STATE="${DEPLOY_STATE:-/var/lib/extensible-mcp-deploy}"
+RUN_DIR="/run/extensible-mcp-deploy"
+SOCKET="$RUN_DIR/podman.sock"
+PROJECT="extensible-mcp-deploy"
+APP_URL="http://localhost:3000"
+STANDIN="extensible-mcp-standin"
+APP_IMAGE="extensible-mcp-app:local"
+SHOP_IMAGE="extensible-mcp-shop:local"
+export CONTAINERS_CONF="$STATE/containers.conf"
+export CONTAINERS_STORAGE_CONF="$STATE/storage.conf"
+export DOCKER_HOST="unix://$SOCKET"
+export COMPOSE_PROJECT_NAME="$PROJECT"
+COMPOSE=(docker-compose --ansi never -f deploy/docker-compose.yml)
+
+say() { echo "deploy-run: $*"; }
+fail() {
+  echo "deploy-run: FAILED: $*" >&2
+  exit 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Steps: each is announced by number and name, timed, and named again if it fails.
+step_number=0
+step_name=""
+step_started=0
+timings=()
+
+begin_step() {
+  end_step
+  step_number=$((step_number + 1))
+  step_name="$1"
+  step_started=$SECONDS
+  echo "::group::deploy-run: step $step_number/7 — $step_name"
+}
+
+end_step() {
+  if [ -n "$step_name" ]; then
+    timings+=("$(printf '%-2s %-14s %5ss' "$step_number" "$step_name" "$((SECONDS - step_started))")")
+    echo "::endgroup::"
+    step_name=""
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# The engine's configuration: this harness's own files, so nothing of the machine's is changed.
+write_engine_config() {
+  mkdir -p "$STATE/storage" "$STATE/networks" "$RUN_DIR"
+  local nofile
+  nofile="$(ulimit -Hn)"
+  # nofile: the hard limit (containers may not raise it past ours); runc: crun fails on this
+  # machine's hybrid cgroups; cgroupfs and file events: there is no systemd or journald;
+  # netavark: with CNI, podman's internal networks have no DNS, so the app could not resolve
+  # `shop` (aardvark-dns answers on internal networks too).
+  cat >"$CONTAINERS_CONF" <<EOF
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+
+[network]
+network_backend = "netavark"
+network_config_dir = "$STATE/networks"
+EOF
+  cat >"$CONTAINERS_STORAGE_CONF" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$STATE/storage"
+runroot = "$RUN_DIR/storage"
+EOF
+}
+
+engine_ready() { [ -f "$CONTAINERS_CONF" ] && command -v podman >/dev/null 2>&1; }
+
+# ---------------------------------------------------------------------------------------------
+# Background processes of this run, each in its own process group so that it can be ended whole.
+service_pid=""
+health_loop_pid=""
+
+stop_group() {
+  local pid="$1"
+  [ -n "$pid" ] || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+start_service() {
+  rm -f "$SOCKET"
+  setsid podman system service --time=0 "unix://$SOCKET" >"$RUN_DIR/service.log" 2>&1 &
+  service_pid=$!
+  local waited=0
+  until curl -fsS --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1; do
+    if ! kill -0 "$service_pid" 2>/dev/null; then
+      cat "$RUN_DIR/service.log" >&2
+      fail "podman's API service exited"
+    fi
+    waited=$((waited + 1))
+    [ "$waited" -lt 300 ] || fail "podman's API service did not answer on $SOCKET within 30 s"
+    sleep 0.1
+  done
+  say "podman's Docker-compatible API answers on $SOCKET"
+}
+
+# Docker runs each container's HEALTHCHECK on its interval; podman does that through systemd
+# timers, and there is no systemd here, so this loop runs every check of the project's running
+# containers every 3 s (podman still applies each check's start period, timeout and retries).
+start_health_loop() {
+  setsid bash -c '
+    while :; do
+      for id in $(podman ps -q --filter "label=com.docker.compose.project=$1"); do
+        podman healthcheck run "$id" >/dev/null 2>&1 || true
+      done
+      sleep 3
+    done' health-loop "$PROJECT" >/dev/null 2>&1 &
+  health_loop_pid=$!
+}
+
+# The project's containers, networks and volumes, as podman lists them.
+leftovers() {
+  podman ps -aq --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null | sed 's/^/container /'
+  podman volume ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null | sed 's/^/volume /'
+  podman network ls -q 2>/dev/null | grep "^${PROJECT}_" | sed 's/^/network /' || true
+}
+
+# Takes everything of a run down; safe to call when nothing, or only part, is up.
+take_down() {
+  stop_group "$health_loop_pid"
+  health_loop_pid=""
+  if [ -n "$service_pid" ] && kill -0 "$service_pid" 2>/dev/null; then
+    "${COMPOSE[@]}" down -v --remove-orphans --timeout 10 || say "docker-compose down failed; removing with podman"
+  fi
+  stop_group "$service_pid"
+  service_pid=""
+  rm -f "$SOCKET"
+  engine_ready || return 0
+  local ids
+  ids="$(podman ps -aq --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)"
+  [ -z "$ids" ] || podman rm -f -t 5 $ids >/dev/null || true
+  ids="$(podman volume ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true)"
+  [ -z "$ids" ] || podman volume rm -f $ids >/dev/null || true
+  ids="$(podman network ls -q 2>/dev/null | grep "^${PROJECT}_" || true)"
+  [ -z "$ids" ] || podman network rm -f $ids >/dev/null || true
+}
+
+# The health of a compose service's container: healthy, unhealthy, starting, or none.
+health_of() {
+  local id
+  id="$("${COMPOSE[@]}" ps -q "$1" 2>/dev/null || true)"
+  [ -n "$id" ] || {
+    echo none
+    return 0
+  }
+  podman inspect --format '{{.State.Health.Status}}' "$id" 2>/dev/null || echo none
+}
+
+# What the last healthcheck runs of a service's container printed.
+health_log() {
+  local id
+  id="$("${COMPOSE[@]}" ps -q "$1" 2>/dev/null || true)"
+  [ -n "$id" ] || return 0
+  podman inspect --format '{{range .State.Health.Log}}{{.ExitCode}}: {{.Output}}{{"\n"}}{{end}}' "$id" 2>/dev/null \
+    | tail -n 5 | sed "s/^/  $1 healthcheck: /" >&2 || true
+}
+
+# Waits until a service's container is healthy; fails if it turns unhealthy or takes too long.
+wait_healthy() {
+  local service="$1" limit="$2" started=$SECONDS status id restarts
+  id="$("${COMPOSE[@]}" ps -q "$service")"
+  [ -n "$id" ] || fail "there is no $service container"
+  while :; do
+    status="$(health_of "$service")"
+    # A container that exits and is restarted (restart: unless-stopped) would stay "starting".
+    restarts="$(podman inspect --format '{{.RestartCount}} {{.State.Status}} {{.State.ExitCode}}' "$id")"
+    if [ "${restarts%% *}" != 0 ] || [ "$(cut -d' ' -f2 <<<"$restarts")" = exited ]; then
+      "${COMPOSE[@]}" logs --no-color --tail 20 "$service" | sed 's/^/  log: /' >&2 || true
+      fail "the $service container exited (restarts, state, exit code: $restarts)"
+    fi
+    case "$status" in
+      healthy)
+        say "$service is healthy after $((SECONDS - started)) s"
+        return 0
+        ;;
+      unhealthy)
+        health_log "$service"
+        fail "$service is unhealthy"
+        ;;
+    esac
+    if [ $((SECONDS - started)) -ge "$limit" ]; then
+      health_log "$service"
+      fail "$service is not healthy after $limit s (health: $status)"
+    fi
+    sleep 1
+  done
+}
+
+# The whole script runs as one function, parsed whole before it starts: editing this file while
+# a run is under way cannot change what that run executes.
+main() {
+# ---------------------------------------------------------------------------------------------
+# Subcommands for the order spec, while a run is under way (its service and health loop).
+case "${1:-}" in
+  app-log)
+    exec "${COMPOSE[@]}" logs --no-color app
+    ;;
+  restart-shop)
+    "${COMPOSE[@]}" restart --timeout 10 shop
+    # The container's own healthcheck, run here until it passes (the loop runs it too).
+    id="$("${COMPOSE[@]}" ps -q shop)"
+    for _ in $(seq 1 60); do
+      if podman healthcheck run "$id" >/dev/null 2>&1; then
+        say "the shop restarted and is healthy"
+        exit 0
+      fi
+      sleep 1
+    done
+    fail "the shop was not healthy within 60 s of its restart"
+    ;;
+  "" | --fresh) ;;
+  *)
+    echo "usage: bash scripts/deploy-run.sh [--fresh] | app-log | restart-shop" >&2
+    exit 2
+    ;;
+esac
+fresh="${1:-}"
+
+[ "$(id -u)" -eq 0 ] || fail "run as root: the engine is rootful podman"
+
+work="$(mktemp -d)"
+on_exit() {
+  local code=$?
+  trap - EXIT INT TERM
+  if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
+    echo "deploy-run: FAILED at step $step_number/7 ($step_name), exit code $code" >&2
+    if [ -n "$service_pid" ]; then
+      health_log app
+      health_log shop
+      "${COMPOSE[@]}" logs --no-color --tail 40 2>/dev/null | sed 's/^/  log: /' >&2 || true
+    fi
+  fi
+  end_step
+  take_down
+  rm -rf "$work"
+  local left
+  left="$(engine_ready && leftovers || true)"
+  if [ -n "$left" ]; then
+    echo "deploy-run: FAILED: left behind:" >&2
+    echo "$left" >&2
+    code=1
+  fi
+  if [ "${#timings[@]}" -gt 0 ]; then
+    say "step times:"
+    printf '  %s\n' "${timings[@]}"
+  fi
+  say "wall time $SECONDS s"
+  if [ "$code" -eq 0 ]; then say "passed"; else say "FAILED (exit $code)"; fi
+  exit "$code"
+}
+trap on_exit EXIT
+trap 'echo "deploy-run: command failed (line $LINENO): $BASH_COMMAND" >&2' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------------------------------
+begin_step "engine"
+missing=()
+for tool in podman:podman runc:runc /usr/libexec/podman/catatonit:catatonit /usr/lib/podman/netavark:netavark \
+  /usr/lib/podman/aardvark-dns:aardvark-dns docker-compose:docker-compose debootstrap:debootstrap; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || [ -x "${tool%%:*}" ] || missing+=("${tool##*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  say "installing from Debian: ${missing[*]}"
+  apt-get update -qq
+  # Recommends are skipped; catatonit is the init process `init: true` asks for; netavark and
+  # aardvark-dns give the compose networks their DNS.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+write_engine_config
+# Whatever a run killed outright left behind (this harness's project only).
+take_down
+if [ "$fresh" = "--fresh" ]; then
+  say "--fresh: emptying the engine storage"
+  podman system reset --force >/dev/null 2>&1 || true
+  rm -rf "$STATE/storage" "$STATE/networks"
+  write_engine_config
+fi
+podman --version
+docker-compose version --short
+say "storage $STATE/storage, runtime $(podman info --format '{{.Host.OCIRuntime.Name}}')"
+
+# ---------------------------------------------------------------------------------------------
+begin_step "base images"
+if podman image exists "$STANDIN/debian:bookworm"; then
+  say "$STANDIN/debian:bookworm is there (delete it to bootstrap Debian again)"
+else
+  say "debootstrap --variant=minbase bookworm"
+  debootstrap --variant=minbase bookworm "$work/rootfs" >"$work/debootstrap.log" 2>&1 \
+    || { tail -n 30 "$work/debootstrap.log" >&2; fail "debootstrap failed"; }
+  rm -rf "$work/rootfs/var/lib/apt/lists/"* "$work/rootfs/var/cache/apt/"*.bin "$work/rootfs/var/cache/apt/archives/"*.deb
+  tar -C "$work/rootfs" -c . | podman import --quiet --change 'CMD ["bash"]' - "$STANDIN/debian:bookworm" >/dev/null
+  rm -rf "$work/rootfs"
+fi
+# This machine's Node 20: its node binary, npm and the Node headers (node-gyp's nodedir), as
+# installed under node's prefix (the nodejs package's layout: bin/, lib/node_modules/npm, include/node).
+mkdir -p "$work/standins"
+node_prefix="$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")"
+[ "$node_prefix" = /usr ] || fail "node is installed under $node_prefix; the stand-ins expect Debian's layout under /usr"
+[ -f /usr/include/node/node_version.h ] || fail "the Node headers are not in /usr/include/node"
+printf '%s\n' usr/bin/node usr/bin/npm usr/bin/npx usr/lib/node_modules/npm usr/include/node >"$work/node-files"
+tar -C / --mtime='2000-01-01' --sort=name --owner=0 --group=0 -cf "$work/standins/nodejs.tar" -T "$work/node-files"
+cp /etc/ssl/certs/ca-certificates.crt "$work/standins/ca-certificates.crt"
+for target in node-slim:node:20-bookworm-slim node-build:node:20-bookworm python:python:3.11-slim-bookworm; do
+  podman build --quiet --pull=never --network=host --format docker \
+    --build-arg "BASE=$STANDIN/debian:bookworm" --target "${target%%:*}" \
+    -f deploy/standins/standins.Containerfile -t "$STANDIN/${target#*:}" "$work/standins" >/dev/null
+  say "stand-in $STANDIN/${target#*:} ($(podman run --rm --network=none "$STANDIN/${target#*:}" \
+    sh -c 'node --version 2>/dev/null || python3 --version'))"
+done
+
+# ---------------------------------------------------------------------------------------------
+begin_step "build"
+build_args=(
+  --build-arg "NODE_IMAGE=$STANDIN/node:20-bookworm"
+  --build-arg "NODE_SLIM_IMAGE=$STANDIN/node:20-bookworm-slim"
+)
+for image in shop app; do
+  started=$SECONDS
+  tag="$SHOP_IMAGE"
+  if [ "$image" = app ]; then
+    tag="$APP_IMAGE"
+    build_args+=(--build-arg "PYTHON_IMAGE=$STANDIN/python:3.11-slim-bookworm")
+  fi
+  podman build --pull=never --network=host --format docker "${build_args[@]}" \
+    -f "deploy/$image.Dockerfile" -t "$tag" . 2>&1 | sed -u "s/^/  $image: /"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "the $image image did not build"
+  say "$image image built in $((SECONDS - started)) s"
+done
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "extensible-mcp-(app|shop):local" \
+  | sed 's/^/image size: /'
+
+# ---------------------------------------------------------------------------------------------
+begin_step "compose up"
+ss -Hltn 'sport = :3000' | grep -q . && fail "port 3000 is in use on this machine: the compose file publishes it"
+start_service
+start_health_loop
+# The shop waits for the app's healthcheck (depends_on: service_healthy): an app that never gets
+# healthy fails here.
+if ! "${COMPOSE[@]}" up -d --no-build; then
+  fail "docker-compose up failed (app health: $(health_of app))"
+fi
+
+# ---------------------------------------------------------------------------------------------
+begin_step "healthchecks"
+wait_healthy app 300
+wait_healthy shop 120
+
+# ---------------------------------------------------------------------------------------------
+begin_step "checks"
+app_id="$("${COMPOSE[@]}" ps -q app)"
+shop_id="$("${COMPOSE[@]}" ps -q shop)"
+
+health="$(curl -fsS "$APP_URL/api/health")" || fail "$APP_URL/api/health did not answer"
+[ "$(node -e 'process.stdout.write(JSON.parse(process.argv[1]).searchMode ?? "")' "$health")" = hybrid ] \
+  || fail "/api/health does not say hybrid search: $health"
+say "✓ /api/health: $health"
+
+for path in / "/approve?as=child" "/approve?as=parent"; do
+  code="$(curl -sS -o /dev/null -w '%{http_code}' "$APP_URL$path")"
+  [ "$code" = 200 ] || fail "$APP_URL$path answered $code, not 200"
+  say "✓ $path: 200"
+done
+
+log="$("${COMPOSE[@]}" logs --no-color app)"
+for role in child parent; do
+  grep -qE "Enrollment code for $role: $role-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}" <<<"$log" \
+    || fail "the app's log shows no enrollment code for $role"
+done
+say "✓ the app's log shows both enrollment codes"
+
+app_ports="$(podman port "$app_id")"
+shop_ports="$(podman port "$shop_id")"
+[ "$app_ports" = "3000/tcp -> 127.0.0.1:3000" ] || fail "the app publishes $app_ports, not only 127.0.0.1:3000"
+[ -z "$shop_ports" ] || fail "the shop publishes a port: $shop_ports"
+say "✓ published: the app's 127.0.0.1:3000 only (the shop: none)"
+
+# The shop's only network is internal: no default route, and a connection to an address outside
+# it fails at once (ENETUNREACH), be it the internet or this machine's own address.
+host_address="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
+outside="$(podman exec "$shop_id" node -e '
+  const { connect } = require("node:net");
+  const routes = require("node:fs").readFileSync("/proc/net/route", "utf8").split("\n").slice(1);
+  if (routes.some((line) => line.split("\t")[1] === "00000000")) { console.log("a default route"); process.exit(1); }
+  let left = process.argv.length - 1;
+  const results = [];
+  for (const host of process.argv.slice(1)) {
+    const socket = connect({ host, port: 443, timeout: 5000 });
+    const done = (what) => { results.push(`${host}: ${what}`); socket.destroy(); if (--left === 0) { console.log(results.join(", ")); process.exit(results.every((r) => /ENETUNREACH|EHOSTUNREACH/.test(r)) ? 0 : 1); } };
+    socket.once("connect", () => done("connected"));
+    socket.once("timeout", () => done("timeout"));
+    socket.once("error", (error) => done(error.code));
+  }' 1.1.1.1 "$host_address")" || fail "the shop reaches outside its network: $outside"
+say "✓ the shop has no route out ($outside)"
+
+# The app found no shop at its start and keeps trying PIZZA_URL (http://shop:7600/mcp): the
+# shop logs the session it opens, over the internal network, by the service's name.
+waited=0
+until "${COMPOSE[@]}" logs --no-color shop | grep -q '"event":"session-opened"'; do
+  waited=$((waited + 1))
+  [ "$waited" -lt 60 ] || fail "the app opened no session with the shop at http://shop:7600/mcp within 60 s"
+  sleep 1
+done
+say "✓ the app reached the shop by its service name over the internal network (session opened)"
+
+say "the order in Chromium through $APP_URL (tests/deploy/compose-order.spec.ts)"
+report="$work/order-report.json"
+order_code=0
+DEPLOY_COMPOSE_URL="$APP_URL" npx vitest run -c tests/deploy/compose.vitest.config.ts \
+  --reporter=default --reporter=json --outputFile.json="$report" || order_code=$?
+[ -f "$report" ] || fail "the order spec did not run (exit $order_code)"
+# Each test's outcome, by its full name.
+node -e '
+  const report = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+  for (const file of report.testResults) for (const test of file.assertionResults)
+    console.log(`${test.status}\t${test.fullName}`);' "$report" >"$work/order-results"
+sed 's/^/  /' "$work/order-results"
+grep -q . "$work/order-results" || fail "the order spec ran no test"
+restart_test="after a restart of the shop container"
+if grep -v "$restart_test" "$work/order-results" | grep -qv '^passed'; then
+  fail "the order through the published port failed"
+fi
+say "✓ a whole \$15 order in Chromium through $APP_URL"
+if grep "$restart_test" "$work/order-results" | grep -q '^passed'; then
+  say "✓ after the shop's restart, the next order completed (no restart of the app)"
+elif [ "$SHOP_RESTART_RECOVERY" = known-gap ]; then
+  echo "deploy-run: KNOWN GAP (issue 31): after the shop container's restart, the next order did not"
+  echo "deploy-run: KNOWN GAP (issue 31): complete: the proxy does not yet open a new downstream session."
+  echo "deploy-run: KNOWN GAP (issue 31): not failing the run for it (SHOP_RESTART_RECOVERY=known-gap)."
+else
+  fail "after the shop's restart, the next order did not complete"
+fi
+[ "$order_code" -eq 0 ] || [ "$SHOP_RESTART_RECOVERY" = known-gap ] || fail "the order spec failed (exit $order_code)"
+
+# ---------------------------------------------------------------------------------------------
+begin_step "down"
+"${COMPOSE[@]}" down -v --remove-orphans --timeout 10
+stop_group "$health_loop_pid"
+health_loop_pid=""
+stop_group "$service_pid"
+service_pid=""
+left="$(leftovers)"
+[ -z "$left" ] || fail "left behind after down -v: $left"
+say "nothing left: no container, network or volume of $PROJECT, no API service, no healthcheck loop"
+end_step
+}
+
+main "$@"
+exit
