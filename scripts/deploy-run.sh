@@ -36,7 +36,7 @@ cd "$ROOT"
 # Issue 31 (the proxy recovering a downstream session the shop lost) is not in yet: a failed order
 # after the shop's restart is reported as the known gap and does not fail the run. Set this to
 # "required" once recovery lands, and that order must complete.
-SHOP_RESTART_RECOVERY="known-gap"
+SHOP_RESTART_RECOVERY="required"
 
 STATE="${DEPLOY_STATE:-/var/lib/extensible-mcp-deploy}"
 RUN_DIR="/run/extensible-mcp-deploy"
