@@ -33,9 +33,8 @@ set -Eeuo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-# Issue 31 (the proxy recovering a downstream session the shop lost) is not in yet: a failed order
-# after the shop's restart is reported as the known gap and does not fail the run. Set this to
-# "required" once recovery lands, and that order must complete.
+# The order after the shop's restart must complete: the proxy opens a new session with the
+# restarted shop (issue 31). "known-gap" reports a failed order there without failing the run.
 SHOP_RESTART_RECOVERY="required"
 
 STATE="${DEPLOY_STATE:-/var/lib/extensible-mcp-deploy}"
@@ -473,9 +472,8 @@ say "✓ a whole \$15 order in Chromium through $APP_URL"
 if grep "$restart_test" "$work/order-results" | grep -q '^passed'; then
   say "✓ after the shop's restart, the next order completed (no restart of the app)"
 elif [ "$SHOP_RESTART_RECOVERY" = known-gap ]; then
-  echo "deploy-run: KNOWN GAP (issue 31): after the shop container's restart, the next order did not"
-  echo "deploy-run: KNOWN GAP (issue 31): complete: the proxy does not yet open a new downstream session."
-  echo "deploy-run: KNOWN GAP (issue 31): not failing the run for it (SHOP_RESTART_RECOVERY=known-gap)."
+  echo "deploy-run: KNOWN GAP: after the shop container's restart, the next order did not complete;"
+  echo "deploy-run: KNOWN GAP: not failing the run for it (SHOP_RESTART_RECOVERY=known-gap)."
 else
   fail "after the shop's restart, the next order did not complete"
 fi
