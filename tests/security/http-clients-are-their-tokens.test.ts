@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { callTool, searchNames, textOf } from '../proxy/helpers';
+import { type HttpCli, startHttpCli } from './fixtures/http-cli';
 
 const alice = 'alice-token-0123456789abcdef';
 const bob = 'bob-token-0123456789abcdefgh';
@@ -38,33 +39,10 @@ const everything = {
   },
 };
 
-/** Starts the CLI over HTTP with `tokens` as its inbound tokens file; resolves with its URL. */
-function startHttp(tokens: string): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
+/** Starts the CLI over HTTP with `tokens` as its inbound tokens file. */
+function startHttp(tokens: string): Promise<HttpCli> {
   const folder = folderWith({ 'config.json': JSON.stringify(everything), inbound: tokens });
-  const child = spawn(
-    process.execPath,
-    [
-      'bin/extensible-mcp.mjs',
-      '--config',
-      join(folder, 'config.json'),
-      '--http',
-      '--port',
-      '0',
-      '--http-tokens',
-      join(folder, 'inbound'),
-    ],
-    { env: { ...process.env, EXTENSIBLE_MCP_OFFLINE: '1', EXTENSIBLE_MCP_MODEL_DIR: join(tmpdir(), 'no-model') } },
-  );
-  children.push(child);
-  let seen = '';
-  return new Promise((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      seen += chunk.toString();
-      const match = /serving Streamable HTTP at (\S+)/.exec(seen);
-      if (match?.[1]) resolve({ url: match[1], child, stderr: () => seen });
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${seen}`)));
-  });
+  return startHttpCli(folder, { started: (child) => children.push(child) });
 }
 
 async function clientWith(

@@ -5,7 +5,7 @@
  * search through one and a call through the other go through for the same principal, and are
  * refused for another principal holding the same handle, or for a forged one.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startHttpCli } from './fixtures/http-cli';
 
 const alice = 'alice-token-0123456789abcdef';
 const bob = 'bob-token-0123456789abcdefgh';
@@ -26,33 +27,12 @@ afterEach(async () => {
 });
 
 /** One proxy process with its own config folder (one proxy per config), tokens for alice and bob, the shared store. */
-function startProxy(folder: string, store: string): Promise<string> {
-  const child = spawn(
-    process.execPath,
-    [
-      'bin/extensible-mcp.mjs',
-      '--config',
-      join(folder, 'config.json'),
-      '--http',
-      '--port',
-      '0',
-      '--http-tokens',
-      join(folder, 'inbound'),
-      '--store',
-      `sqlite:${store}`,
-    ],
-    { env: { ...process.env, EXTENSIBLE_MCP_OFFLINE: '1', EXTENSIBLE_MCP_MODEL_DIR: join(tmpdir(), 'no-model') } },
-  );
-  children.push(child);
-  let seen = '';
-  return new Promise((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      seen += chunk.toString();
-      const match = /serving Streamable HTTP at (\S+)/.exec(seen);
-      if (match?.[1] && seen.includes('connected 1 of 1 servers')) resolve(match[1]);
-    });
-    child.once('exit', (code) => reject(new Error(`proxy exited (${code}): ${seen}`)));
+async function startProxy(folder: string, store: string): Promise<string> {
+  const cli = await startHttpCli(folder, {
+    extra: ['--store', `sqlite:${store}`],
+    started: (child) => children.push(child),
   });
+  return cli.url;
 }
 
 /** A loopback round-robin: each HTTP request goes to the next backend; records who served what. */
