@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
-import { type Migration, openSqliteFile } from '../store/apply-migrations';
+import { type Migration, openSqliteFile, prepareStatements } from '../store/apply-migrations';
 import { type DiscoveryLimits, type DiscoveryStore, defaultDiscoveryLimits } from './discovery-store';
 
 /**
@@ -67,16 +67,7 @@ export function createSqliteDiscoveryStore(database: Database.Database, limits: 
   const maxNames = limits.maxNamesPerScope ?? defaultDiscoveryLimits.maxNamesPerScope;
   const maxScopes = limits.maxScopes ?? defaultSqliteScopes;
   const now = limits.now ?? Date.now;
-  let statements: ReturnType<typeof prepare>;
-  try {
-    statements = prepare(database);
-  } catch (error) {
-    throw new ProxyError(
-      'store-failed',
-      'the discovery tables are missing or outdated: apply discoveryStoreMigrations to this database first',
-      { cause: error },
-    );
-  }
+  const statements = prepareStatements(database, prepare, 'discoveryStoreMigrations');
   const remember = database.transaction((scope: string, names: readonly string[], at: number) => {
     statements.purgeNames.run(at);
     statements.purgeScopes.run(at);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
-import { type Migration, openSqliteFile } from '../store/apply-migrations';
+import { type Migration, openSqliteFile, prepareStatements } from '../store/apply-migrations';
 import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
 
 /** One schema step of the evidence table: the same shape as the household store's migrations. */
@@ -99,16 +99,7 @@ export function createSqliteEvidenceStore(
   settings: SqliteEvidenceStoreSettings,
 ): EvidenceStore {
   const leaseMs = settings.leaseMs ?? 60_000;
-  let statements: ReturnType<typeof prepare>;
-  try {
-    statements = prepare(database);
-  } catch (error) {
-    throw new ProxyError(
-      'store-failed',
-      'the evidence table is missing or outdated: apply evidenceStoreMigrations to this database first',
-      { cause: error },
-    );
-  }
+  const statements = prepareStatements(database, prepare, 'evidenceStoreMigrations');
   const { purge, count, live, insert, markInDoubt, commit, release } = statements;
   const liveEntry = (id: string, now: number): HeldEvidence | undefined => {
     const row = live.get({ id, now });

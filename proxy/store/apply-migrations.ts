@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { ProxyError } from '../errors';
 
 /** One schema step of a module: applied once, in version order, in its own transaction. */
 export interface Migration {
@@ -94,5 +95,25 @@ export function openSqliteFile(
   } catch (error) {
     database.close();
     throw error;
+  }
+}
+
+/**
+ * Prepares a store's statements on a database its owner opened, or says which migrations are
+ * missing: a table that is absent or outdated fails here, once, not at the first call.
+ */
+export function prepareStatements<T>(
+  database: Database.Database,
+  prepare: (database: Database.Database) => T,
+  migrations: string,
+): T {
+  try {
+    return prepare(database);
+  } catch (error) {
+    throw new ProxyError(
+      'store-failed',
+      `the tables are missing or outdated: apply ${migrations} to this database first`,
+      { cause: error },
+    );
   }
 }

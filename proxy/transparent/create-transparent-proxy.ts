@@ -172,11 +172,16 @@ function sameUpstream(left: UpstreamConfig, right: UpstreamConfig): boolean {
   return JSON.stringify(left) === JSON.stringify(right);
 }
 
-/** Which resources and prompts the listing filters show (SPEC §3.5): the rest is hidden and refused. */
-function resourceAndPromptAccess(config: TransparentConfig) {
+/**
+ * What the listing filters show (SPEC §3.5): the tools, resources and prompts not hidden, the rest
+ * refused. Compiled once per configuration, never per request.
+ */
+function listingAccess(config: TransparentConfig, options: TransparentProxyOptions) {
+  const tool = accessPredicate(toolAccess(config, options));
   const hiddenResource = matchNameGlob(config.accessControl.denyResources);
   const hiddenPrompt = matchNameGlob(config.accessControl.denyPrompts);
   return {
+    tool: (name: string) => tool(name, config.proxy.name),
     resource: (uri: string) => !hiddenResource(uri),
     prompt: (name: string) => !hiddenPrompt(name),
   };
@@ -213,6 +218,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   const log = options.log ?? (() => undefined);
   let config = options.config;
   let gateway = transparentGateway(config, options, log);
+  let access = listingAccess(config, options);
   const session = randomUUID();
   /** This client session's discovery scope, and the context of its events (SPEC §3.5). */
   const scope: DiscoveryScope = { kind: 'session', id: session };
@@ -410,12 +416,9 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       const result = await forward('tools/list', request.params, { signal: extra.signal });
       if (!Array.isArray(result.tools)) return result;
       // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
-      const visible = accessPredicate(toolAccess(config, options));
       return {
         ...result,
-        tools: (result.tools as Tool[]).filter(
-          (tool) => typeof tool?.name !== 'string' || visible(tool.name, config.proxy.name),
-        ),
+        tools: (result.tools as Tool[]).filter((tool) => typeof tool?.name !== 'string' || access.tool(tool.name)),
       };
     });
 
@@ -477,7 +480,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       target.setRequestHandler(schema, async (request: { params?: unknown }, extra: { signal: AbortSignal }) => {
         const params = (request.params ?? {}) as Record<string, unknown>;
         const subject = gate.subject?.(params);
-        const access = resourceAndPromptAccess(config);
         const allowed =
           subject === undefined ||
           (method.startsWith('resources/') ? access.resource(subject) : access.prompt(subject));
@@ -514,12 +516,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       };
     };
     if (capabilities.resources !== undefined) {
-      const access = () => resourceAndPromptAccess(config);
       passthrough(ListResourcesRequestSchema, 'resources/list', {
-        shown: (result) => narrowed('resources', 'uri', (uri) => access().resource(uri))(result),
+        shown: (result) => narrowed('resources', 'uri', (uri) => access.resource(uri))(result),
       });
       passthrough(ListResourceTemplatesRequestSchema, 'resources/templates/list', {
-        shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => access().resource(uri))(result),
+        shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => access.resource(uri))(result),
       });
       passthrough(ReadResourceRequestSchema, 'resources/read', { subject: named('uri') });
       if (capabilities.resources.subscribe === true) {
@@ -529,7 +530,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     }
     if (capabilities.prompts !== undefined) {
       passthrough(ListPromptsRequestSchema, 'prompts/list', {
-        shown: (result) => narrowed('prompts', 'name', (name) => resourceAndPromptAccess(config).prompt(name))(result),
+        shown: (result) => narrowed('prompts', 'name', (name) => access.prompt(name))(result),
       });
       passthrough(GetPromptRequestSchema, 'prompts/get', { subject: named('name') });
     }
@@ -650,6 +651,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       const previousGateway = gateway;
       const previous = upstream;
       config = next;
+      access = listingAccess(next, options);
       gateway = nextGateway;
       const internals = gatewayInternals(nextGateway);
       internals.attach(session, connection);
