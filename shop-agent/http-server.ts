@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import type { McpServer } from '@modelcontextprotocol/server';
+import { isInitializeRequest } from '@modelcontextprotocol/server';
 import type { DidDocument } from './did-document.js';
 import { createSessionTable, DEFAULT_SESSION_LIMITS, type SessionLimits } from './session-table.js';
 import { ShopError } from './shop-error.js';
@@ -50,7 +50,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   if (!['0.0.0.0', '::'].includes(options.host))
     allowed.add(options.host.includes(':') ? `[${options.host}]` : options.host);
   const limits: SessionLimits = { ...DEFAULT_SESSION_LIMITS, ...options.sessionLimits };
-  const sessions = createSessionTable<StreamableHTTPServerTransport>({
+  const sessions = createSessionTable<NodeStreamableHTTPServerTransport>({
     limits,
     now: options.now ?? Date.now,
     onEvicted: (entry, why) => log('session-evicted', { why, address: entry.address }),
@@ -107,7 +107,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     // Step 4: admit the new session within the caps (room is made only from idle sessions).
     const address = remoteAddressOf(request);
     let registerId: (id: string) => void = () => {};
-    const transport = new StreamableHTTPServerTransport({
+    const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => registerId(id),
     });
@@ -172,7 +172,7 @@ async function serveStateless(
   if (request.method !== 'POST') return sendJson(response, 405, rpcError('Method not allowed'));
   const body = await readJson(request);
   if (!body.ok) return sendJson(response, body.status, rpcError(body.message));
-  const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
+  const transport = new NodeStreamableHTTPServerTransport({ enableJsonResponse: true });
   const server = createServer();
   response.once('close', () => {
     void transport.close();

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import Anthropic from '@anthropic-ai/sdk';
 import type { MessageParam } from '@anthropic-ai/sdk/resources/messages/messages';
-import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/server';
 import type { HouseholdRuntime } from '../runtime';
 import { defaultClaudeModel, defaultMaxToolRounds, runClaudeTurn } from './agent-loop';
 import { runAttack } from './attacks';

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { safeJsonParse } from '../../proxy/index';
 import type { ChatEventBody } from './types';
@@ -80,7 +80,8 @@ export function textOf(result: CallToolResult): string {
 export function jsonOf(result: CallToolResult): Record<string, unknown> | undefined {
   if (result.isError) return undefined;
   const structured = result.structuredContent;
-  if (structured !== undefined && structured !== null && typeof structured === 'object') return structured;
+  if (structured !== undefined && structured !== null && typeof structured === 'object')
+    return structured as Record<string, unknown>;
   const text = textOf(result).trim();
   if (!text.startsWith('{')) return undefined;
   const parsed = safeJsonParse(text);

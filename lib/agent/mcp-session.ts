@@ -1,12 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  type CallToolResult,
-  type ElicitRequestFormParams,
-  ElicitRequestSchema,
-  type ElicitResult,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Client, ElicitRequestFormParams, ElicitResult, Tool } from '@modelcontextprotocol/client';
 import { connectInMemory, type Gateway } from '../../proxy/index';
 
 /** What the human answered to a form, as the chat's elicitation handler reports it. */
@@ -55,9 +48,9 @@ export async function openMcpSession(gateway: Gateway, options: McpSessionOption
     // The chat session is the scope, kept in the household store: another instance can take a turn over.
     ...(options.fresh !== true && { scope: { kind: 'session', id: `chat:${options.chatSession}` } }),
   });
-  client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
+  client.setRequestHandler('elicitation/create', async (request, ctx) => {
     if (!('requestedSchema' in request.params)) return { action: 'decline' };
-    return options.elicit(request.params, extra.signal);
+    return options.elicit(request.params, ctx.mcpReq.signal);
   });
   return {
     async listTools() {
@@ -70,10 +63,13 @@ export async function openMcpSession(gateway: Gateway, options: McpSessionOption
       if (signal?.aborted) abort();
       signal?.addEventListener('abort', abort, { once: true });
       try {
-        return (await client.callTool({ name, arguments: args }, undefined, {
-          timeout: callTimeoutMs,
-          signal: call.signal,
-        })) as CallToolResult;
+        return (await client.callTool(
+          { name, arguments: args },
+          {
+            timeout: callTimeoutMs,
+            signal: call.signal,
+          },
+        )) as CallToolResult;
       } finally {
         signal?.removeEventListener('abort', abort);
       }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { Approvals, Role, WaitOutcome } from '../../identity/index';
 import type { EventBus } from '../events';
 import { invoiceTerms, jsonOf, textOf } from './invoice-terms';

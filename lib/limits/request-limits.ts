@@ -113,7 +113,9 @@ export function limitRequests(options: LimitRequestsOptions): CallFilter {
         try {
           const outcome = await dispatch();
           const content =
-            outcome.status === 'completed' && !outcome.result.isError ? outcome.result.structuredContent : undefined;
+            outcome.status === 'completed' && !outcome.result.isError
+              ? (outcome.result.structuredContent as Record<string, unknown> | undefined)
+              : undefined;
           approvalId = typeof content?.approvalId === 'string' ? content.approvalId : undefined;
           return outcome;
         } finally {

@@ -1,11 +1,11 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { outcomeMetaKey } from '../../proxy/index';
 import type { Settlement, SettlementOutcome } from './settlement';
 
 /** The arguments `charge_invoice` binds (SPEC §7); the evidence arrives as credential fields the proxy strips. */
-export const chargeInvoiceArguments = {
+export const chargeInvoiceArguments = z.object({
   invoiceId: z.string().min(1).max(200).describe('The invoice id (its jti, urn:uuid:…) from the signed invoice.'),
   amountCents: z.number().int().positive().describe('The invoice total in cents, exactly as signed.'),
   merchantId: z.string().min(1).max(200).describe("The merchant's DID, exactly as signed."),
@@ -16,7 +16,7 @@ export const chargeInvoiceArguments = {
     .describe(
       'The approvalId await_approval returned approved: the household then supplies the invoice and approvals itself, so they need not be copied.',
     ),
-};
+});
 
 /**
  * The household's `payments` MCP server, an in-process downstream of the proxy: `charge_invoice`

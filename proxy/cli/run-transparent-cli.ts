@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { ProxyError } from '../errors';
 import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';

@@ -1,15 +1,14 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { CallToolResult, Tool, Transport } from '@modelcontextprotocol/client';
 import {
-  type CallToolResult,
-  ErrorCode,
-  McpError,
-  type Tool,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+  Client,
+  InMemoryTransport,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import type { Dispatcher } from 'undici';
 import { credentialRejected, mentionsAuthFailure, minutesSince } from '../credentials/credential-rejected';
 import {
@@ -92,9 +91,9 @@ export async function fetchWithoutRedirects(input: string | URL | Request, init?
  * session ID provided", "Server not initialized"). Either way the server never ran the request.
  */
 function isSessionGone(error: unknown): boolean {
-  if (!(error instanceof StreamableHTTPError)) return false;
-  if (error.code === 404) return true;
-  return error.code === 400 && /session|not initiali[sz]ed/i.test(error.message);
+  if (!(error instanceof SdkHttpError)) return false;
+  if (error.status === 404) return true;
+  return error.status === 400 && /session|not initiali[sz]ed/i.test(error.message);
 }
 
 /**
@@ -106,9 +105,12 @@ function isSessionGone(error: unknown): boolean {
  */
 function mayHaveRun(error: unknown): boolean {
   if (ProxyError.isInstance(error)) return false;
-  if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed;
-  if (error instanceof StreamableHTTPError) {
-    const status = error.code ?? 0;
+  if (error instanceof ProtocolError) return false;
+  // Not sent, or timed out: answered by the translator (a timeout is reported in doubt there).
+  if (error instanceof SdkError && [SdkErrorCode.NotConnected, SdkErrorCode.RequestTimeout].includes(error.code))
+    return false;
+  if (error instanceof SdkHttpError) {
+    const status = error.status ?? 0;
     return !((status >= 400 && status < 500) || status === 503);
   }
   return true;
@@ -193,7 +195,7 @@ export class Downstream {
       if (this.#client === client) this.#client = undefined;
       if (!this.#closedByUs) this.#options.log(`server "${this.name}": connection closed`);
     };
-    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+    client.setNotificationHandler('notifications/tools/list_changed', async () => {
       try {
         this.#options.onTools(await this.#listTools(client));
         this.#options.log(`server "${this.name}": tool list changed, re-indexed`);
@@ -351,9 +353,12 @@ export class Downstream {
   }
 
   async #callOnce(client: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
-    const result = await client.callTool({ name: tool, arguments: args }, undefined, {
-      timeout: this.#options.callTimeoutMs,
-    });
+    const result = await client.callTool(
+      { name: tool, arguments: args },
+      {
+        timeout: this.#options.callTimeoutMs,
+      },
+    );
     // A server may echo its request back (a debug tool, a reflected header): the token it was
     // sent never reaches the response filters, the logs or the model.
     return redactSecrets(result as CallToolResult, [...this.#secrets]);
@@ -370,7 +375,7 @@ export class Downstream {
   /** An MCP error saying unauthorized/forbidden, from a server that was sent a token. */
   #authFailure(error: unknown): ProxyError | undefined {
     const credential = this.#presented;
-    if (!credential || !(error instanceof McpError) || !mentionsAuthFailure(error.message)) return undefined;
+    if (!credential || !(error instanceof ProtocolError) || !mentionsAuthFailure(error.message)) return undefined;
     return this.#rejected(undefined, credential);
   }
 
@@ -389,7 +394,7 @@ export class Downstream {
     if (ProxyError.isInstance(error)) return this.#redactError(error);
     const rejected = this.#authFailure(error);
     if (rejected) return rejected;
-    if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+    if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
       const seconds = Math.round(this.#options.callTimeoutMs / 100) / 10;
       return new ProxyError(
         'downstream-timeout',

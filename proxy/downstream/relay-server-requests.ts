@@ -1,14 +1,5 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  type ClientCapabilities,
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ErrorCode,
-  ListRootsRequestSchema,
-  McpError,
-  PingRequestSchema,
-  type Result,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client, ClientCapabilities, Result } from '@modelcontextprotocol/client';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { SecretMarkers } from '../elicitation/match-secret-marker';
 import { screenUpstreamForm } from '../elicitation/screen-upstream-form';
 import type { RelayRequest } from '../gateway/types';
@@ -55,12 +46,12 @@ function modeSupported(capabilities: ClientCapabilities, mode: 'form' | 'url'): 
 export function relayServerRequests(client: Client, declared: ClientCapabilities, relay: ServerRequestRelay): void {
   const refuse = (method: string, reason: string): never => {
     relay.log(`${relay.label} sent ${method}; refused: ${reason}`);
-    throw new McpError(ErrorCode.InvalidRequest, `Refused by the proxy: ${reason}`);
+    throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `Refused by the proxy: ${reason}`);
   };
   const options = (signal: AbortSignal) => ({ signal, timeout: relay.timeoutMs });
 
   if (declared.elicitation !== undefined) {
-    client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
+    client.setRequestHandler('elicitation/create', async (request, ctx) => {
       const secrets = relay.markers ? screenUpstreamForm(request.params, relay.markers) : [];
       if (secrets.length > 0) {
         const fields = secrets.map(({ field, marker }) => `"${field}" (looks like ${marker})`).join(', ');
@@ -75,22 +66,28 @@ export function relayServerRequests(client: Client, declared: ClientCapabilities
       if (!modeSupported(target.capabilities, mode)) {
         return refuse(request.method, `the client does not support ${mode}-mode elicitation`);
       }
-      return (await target.send({ method: request.method, params: request.params }, options(extra.signal))) as never;
+      return (await target.send(
+        { method: request.method, params: request.params },
+        options(ctx.mcpReq.signal),
+      )) as never;
     });
   }
 
   if (declared.sampling !== undefined) {
-    client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
+    client.setRequestHandler('sampling/createMessage', async (request, ctx) => {
       const target = relay.target(request.method);
       if ('refused' in target) return refuse(request.method, target.refused);
       if (target.capabilities.sampling === undefined)
         return refuse(request.method, 'the client does not support sampling');
-      return (await target.send({ method: request.method, params: request.params }, options(extra.signal))) as never;
+      return (await target.send(
+        { method: request.method, params: request.params },
+        options(ctx.mcpReq.signal),
+      )) as never;
     });
   }
 
   if (declared.roots !== undefined) {
-    client.setRequestHandler(ListRootsRequestSchema, async (request, extra) => {
+    client.setRequestHandler('roots/list', async (request, ctx) => {
       const target = relay.target(request.method);
       // No session to ask, or one without roots: the server sees no roots, never another session's.
       if ('refused' in target) {
@@ -100,16 +97,16 @@ export function relayServerRequests(client: Client, declared: ClientCapabilities
       if (target.capabilities.roots === undefined) return { roots: [] };
       return (await target.send(
         { method: request.method, ...(request.params !== undefined && { params: request.params }) },
-        options(extra.signal),
+        options(ctx.mcpReq.signal),
       )) as never;
     });
   }
 
-  client.setRequestHandler(PingRequestSchema, async (_request, extra): Promise<Result> => {
+  client.setRequestHandler('ping', async (_request, ctx): Promise<Result> => {
     const target = relay.target('ping');
     // Outside any session the proxy answers for itself: it is alive.
     if ('refused' in target) return {};
-    await target.send({ method: 'ping' }, options(extra.signal));
+    await target.send({ method: 'ping' }, options(ctx.mcpReq.signal));
     return {};
   });
 }

@@ -1,4 +1,4 @@
-import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import type { CallContext, CallRequest } from '../gateway/types';
 import { elicitationFilter } from './elicitation-filter';

@@ -3,7 +3,7 @@ import type {
   ElicitResult,
   PrimitiveSchemaDefinition,
   Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+} from '@modelcontextprotocol/server';
 import type {
   ElicitationPolicy,
   ElicitFieldCopy,

@@ -1,4 +1,4 @@
-import type { ElicitRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { ElicitRequest } from '@modelcontextprotocol/server';
 import { matchSecretMarker, type SecretMarkers } from './match-secret-marker';
 
 /** A field of an upstream's form that asks for a secret, and the marker it matched. */

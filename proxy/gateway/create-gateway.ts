@@ -1,4 +1,4 @@
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
 import { Downstream } from '../downstream/downstream';
 import type { RelayTarget } from '../downstream/relay-server-requests';

@@ -1,4 +1,3 @@
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type {
   CallToolResult,
   ClientCapabilities,
@@ -6,7 +5,8 @@ import type {
   ElicitResult,
   Result,
   Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+  Transport,
+} from '@modelcontextprotocol/server';
 
 /**
  * The gateway's public contract (SPEC §3.12). Every face (the search-mode MCP server, the

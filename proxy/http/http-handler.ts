@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { isInitializeRequest, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { isLegacyRequest } from '@modelcontextprotocol/server';
+import type { JSONRPCMessage, RequestId, Transport } from '@modelcontextprotocol/server';
+import {
+  isInitializeRequest,
+  isLegacyRequest,
+  WebStandardStreamableHTTPServerTransport,
+} from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';

@@ -1,5 +1,5 @@
-import { Client, type ClientOptions } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { ClientOptions } from '@modelcontextprotocol/client';
+import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
 import type { Gateway } from '../gateway/types';
 import { createSearchModeServer, type SearchModeServerOptions } from './search-mode-server';
 

@@ -1,12 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import {
-  CallToolRequestSchema,
-  type CallToolResult,
-  ListToolsRequestSchema,
-  ResultSchema,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import { ResultSchema } from '@modelcontextprotocol/core';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
+import { Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { CallContext, DiscoveryScope, Gateway, Principal } from '../gateway/types';
 import { toToolResult } from './to-tool-result';
@@ -177,7 +172,7 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
     // then receives the refusals of its own calls as `notifications/message` warnings.
     { capabilities: { tools: {}, logging: {} }, instructions: searchModeInstructions },
   );
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: metaTools }));
+  server.setRequestHandler('tools/list', () => ({ tools: metaTools }));
   /** A refused or failed call, as a warning on the session's log (if its level lets warnings through). */
   const logRefusal = async (result: CallToolResult, sessionId: string | undefined) => {
     const text = result.content.map((block) => (block.type === 'text' ? block.text : '')).join(' ');
@@ -185,24 +180,24 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
       .sendLoggingMessage({ level: 'warning', logger: 'extensible-mcp', data: text.slice(0, 2_000) }, sessionId)
       .catch(() => undefined);
   };
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  server.setRequestHandler('tools/call', async (request, ctx) => {
     const clientCapabilities = server.getClientCapabilities() ?? {};
     const elicitation = clientCapabilities.elicitation;
     const scope: DiscoveryScope =
       carried === 'connection'
-        ? { kind: 'session', id: extra.sessionId ?? connectionId }
+        ? { kind: 'session', id: ctx.sessionId ?? connectionId }
         : carried === 'handle'
           ? { kind: 'handle' }
           : carried;
     const context: CallContext = {
       principal: options.principal,
       scope,
-      signal: extra.signal,
+      signal: ctx.mcpReq.signal,
       // A downstream's own requests during this call reach this client, tied to this request (SPEC §3.10).
       clientCapabilities,
-      relay: (relayed, options) => extra.sendRequest(relayed as never, ResultSchema, options),
+      relay: (relayed, options) => ctx.mcpReq.send(relayed as never, ResultSchema, options),
       ...(elicitation && {
-        elicit: (params) => server.elicitInput(params, { relatedRequestId: extra.requestId, timeout: 10 * 60_000 }),
+        elicit: (params) => server.elicitInput(params, { relatedRequestId: ctx.mcpReq.id, timeout: 10 * 60_000 }),
       }),
     };
     const result = await answerMetaTool(
@@ -210,7 +205,7 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
       { name: request.params.name, arguments: request.params.arguments },
       context,
     );
-    if (request.params.name === 'call_tool' && result.isError) await logRefusal(result, extra.sessionId);
+    if (request.params.name === 'call_tool' && result.isError) await logRefusal(result, ctx.sessionId);
     return result;
   });
   return server;

@@ -41,10 +41,12 @@ export function policyAugmenter(options: PolicyAugmenterOptions): SearchFilter {
   };
 }
 
+type Properties = NonNullable<SearchHit['inputSchema']['properties']>;
+
 /** One hit with its bundle's credential parameters and sentences added. */
 function augmentHit(hit: SearchHit, bundle: PolicyBundle): SearchHit {
   const manifestProperties = (bundle.manifest.properties ?? {}) as Record<string, Record<string, unknown>>;
-  const properties: Record<string, object> = { ...(hit.inputSchema.properties ?? {}) };
+  const properties: Record<string, unknown> = { ...(hit.inputSchema.properties ?? {}) };
   const required = new Set(hit.inputSchema.required ?? []);
   const sentences: string[] = [];
   for (const entry of bundle.fetchPlan.entries) {
@@ -59,5 +61,9 @@ function augmentHit(hit: SearchHit, bundle: PolicyBundle): SearchHit {
     if (credential) sentences.push(credential.sentence);
   }
   const description = sentences.length > 0 ? `${hit.description} ${sentences.join(' ')}`.trim() : hit.description;
-  return { ...hit, description, inputSchema: { ...hit.inputSchema, properties, required: [...required] } };
+  return {
+    ...hit,
+    description,
+    inputSchema: { ...hit.inputSchema, properties: properties as Properties, required: [...required] },
+  };
 }

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CallRequest, CallVerdict, DispatchOutcome } from '../gateway/types';
 import type { EvidenceStore } from './evidence-store';

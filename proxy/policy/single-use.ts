@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/core';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ProxyError } from '../errors';
 import type { CallContext, CallFilter, CallRequest, CallVerdict, Dispatch, DispatchOutcome } from '../gateway/types';
 import { qualifyName } from '../names';

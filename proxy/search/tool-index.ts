@@ -1,4 +1,4 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
 import { LRUCache } from 'lru-cache';
 import type { SearchHit, SearchMode } from '../gateway/types';
 import type { Embedder } from './embedder';

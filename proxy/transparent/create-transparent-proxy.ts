@@ -1,30 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CallToolRequestSchema,
-  type ClientCapabilities,
-  CompleteRequestSchema,
-  ErrorCode,
-  GetPromptRequestSchema,
-  ListPromptsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  McpError,
-  type Notification,
-  ReadResourceRequestSchema,
-  type RequestId,
-  type Result,
-  ResultSchema,
-  type ServerCapabilities,
-  SetLevelRequestSchema,
-  SubscribeRequestSchema,
-  type Tool,
-  UnsubscribeRequestSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { ResultSchema } from '@modelcontextprotocol/core';
+import type {
+  ClientCapabilities,
+  ListToolsResult,
+  Notification,
+  RequestId,
+  RequestOptions,
+  Result,
+  ServerCapabilities,
+  ServerContext,
+  Tool,
+  Transport,
+} from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, Server } from '@modelcontextprotocol/server';
 import { relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
 import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
@@ -42,6 +31,18 @@ import { createUpstreamTransport, describeUpstream, type UpstreamTransportOption
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
 import type { TransparentConfig, UpstreamConfig } from './transparent-config';
+
+/** The non-tool requests relayed through the listing filters. */
+type PassthroughMethod =
+  | 'resources/list'
+  | 'resources/templates/list'
+  | 'resources/read'
+  | 'resources/subscribe'
+  | 'resources/unsubscribe'
+  | 'prompts/list'
+  | 'prompts/get'
+  | 'completion/complete'
+  | 'logging/setLevel';
 
 /** Options for {@link createTransparentProxy}. */
 export interface TransparentProxyOptions {
@@ -257,7 +258,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   });
 
   function current(): Client {
-    if (upstream === undefined) throw new McpError(ErrorCode.ConnectionClosed, 'The upstream is not connected.');
+    if (upstream === undefined) throw new SdkError(SdkErrorCode.ConnectionClosed, 'The upstream is not connected.');
     return upstream.client;
   }
 
@@ -304,7 +305,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         return (await client.request({ method: 'tools/call', params }, ResultSchema, request?.options)) as never;
       } catch (error) {
         // An upstream protocol error is the upstream's answer: shown as an error result naming it.
-        if (error instanceof McpError) {
+        if (error instanceof ProtocolError) {
           throw new ProxyError('downstream-failed', `The upstream failed on "${tool}": ${error.message}`, {
             cause: error,
           });
@@ -411,10 +412,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   }
 
   function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
-    target.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+    target.setRequestHandler('tools/list', async (request, ctx) => {
       // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
-      const result = await forward('tools/list', request.params, { signal: extra.signal });
-      if (!Array.isArray(result.tools)) return result;
+      const result = await forward('tools/list', request.params, { signal: ctx.mcpReq.signal });
+      if (!Array.isArray(result.tools)) return result as ListToolsResult;
       // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
       return {
         ...result,
@@ -422,20 +423,20 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       };
     });
 
-    target.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    target.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args, _meta } = request.params;
       const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
       const context: CallContext = {
         principal: options.principal,
         scope,
-        signal: extra.signal,
+        signal: ctx.mcpReq.signal,
         ...(formCapable && {
           elicit: (params) =>
             target.elicitInput(params, {
               // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
-              relatedRequestId: extra.requestId,
+              relatedRequestId: ctx.mcpReq.id,
               timeout: config.elicitation.timeoutMs,
-              signal: extra.signal,
+              signal: ctx.mcpReq.signal,
             }),
         }),
       };
@@ -444,18 +445,18 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       inFlight.set(context, {
         meta,
         options: {
-          signal: extra.signal,
+          signal: ctx.mcpReq.signal,
           resetTimeoutOnProgress: true,
           ...(progressToken !== undefined && {
             onprogress: (progress) => {
-              void extra
-                .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+              void ctx.mcpReq
+                .notify({ method: 'notifications/progress', params: { ...progress, progressToken } })
                 .catch((error: unknown) => log(`progress relay failed: ${String(error)}`));
             },
           }),
         },
       });
-      const call = { id: extra.requestId, tool: name };
+      const call = { id: ctx.mcpReq.id, tool: name };
       callsInFlight.push(call);
       try {
         return (await gateway.call({ tool: name, arguments: args ?? {} }, context)) as never;
@@ -470,14 +471,13 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
      * as not found, and each decision is an event. `shown` narrows a listing's items.
      */
     const passthrough = (
-      schema: Parameters<Server['setRequestHandler']>[0],
-      method: string,
+      method: PassthroughMethod,
       gate: {
         readonly subject?: (params: Record<string, unknown>) => string | undefined;
         readonly shown?: (result: Result) => Result;
       } = {},
     ) => {
-      target.setRequestHandler(schema, async (request: { params?: unknown }, extra: { signal: AbortSignal }) => {
+      target.setRequestHandler(method, async (request: { params?: unknown }, ctx: ServerContext) => {
         const params = (request.params ?? {}) as Record<string, unknown>;
         const subject = gate.subject?.(params);
         const allowed =
@@ -492,13 +492,13 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
             reason: 'hidden by filters.access_control',
           } as const);
           // Answered as the upstream answers what it does not have: the hidden item stays unseen.
-          throw new McpError(
-            method.startsWith('resources/') ? -32002 : ErrorCode.InvalidParams,
+          throw new ProtocolError(
+            method.startsWith('resources/') ? -32002 : ProtocolErrorCode.InvalidParams,
             method.startsWith('resources/') ? `Resource not found: ${subject}` : `Unknown prompt: ${subject}`,
           );
         }
         emit({ filter: 'accessControl', tool, decision: 'allow' } as const);
-        const result = await forward(method, request.params, { signal: extra.signal });
+        const result = await forward(method, request.params, { signal: ctx.mcpReq.signal });
         return gate.shown ? gate.shown(result) : result;
       });
     };
@@ -516,26 +516,26 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       };
     };
     if (capabilities.resources !== undefined) {
-      passthrough(ListResourcesRequestSchema, 'resources/list', {
+      passthrough('resources/list', {
         shown: (result) => narrowed('resources', 'uri', (uri) => access.resource(uri))(result),
       });
-      passthrough(ListResourceTemplatesRequestSchema, 'resources/templates/list', {
+      passthrough('resources/templates/list', {
         shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => access.resource(uri))(result),
       });
-      passthrough(ReadResourceRequestSchema, 'resources/read', { subject: named('uri') });
+      passthrough('resources/read', { subject: named('uri') });
       if (capabilities.resources.subscribe === true) {
-        passthrough(SubscribeRequestSchema, 'resources/subscribe', { subject: named('uri') });
-        passthrough(UnsubscribeRequestSchema, 'resources/unsubscribe', { subject: named('uri') });
+        passthrough('resources/subscribe', { subject: named('uri') });
+        passthrough('resources/unsubscribe', { subject: named('uri') });
       }
     }
     if (capabilities.prompts !== undefined) {
-      passthrough(ListPromptsRequestSchema, 'prompts/list', {
+      passthrough('prompts/list', {
         shown: (result) => narrowed('prompts', 'name', (name) => access.prompt(name))(result),
       });
-      passthrough(GetPromptRequestSchema, 'prompts/get', { subject: named('name') });
+      passthrough('prompts/get', { subject: named('name') });
     }
     if (capabilities.completions !== undefined) {
-      passthrough(CompleteRequestSchema, 'completion/complete', {
+      passthrough('completion/complete', {
         // A completion names the prompt or resource it completes for: a hidden one completes nothing.
         subject: (params) => {
           const ref = params.ref as { type?: unknown; name?: unknown; uri?: unknown } | undefined;
@@ -545,7 +545,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         },
       });
     }
-    if (capabilities.logging !== undefined) passthrough(SetLevelRequestSchema, 'logging/setLevel');
+    if (capabilities.logging !== undefined) passthrough('logging/setLevel');
     target.fallbackNotificationHandler = async (notification: Notification) => {
       if (!CLIENT_NOTIFICATIONS.has(notification.method)) return;
       await upstream?.client.notification(notification as never).catch((error: unknown) => {
@@ -566,7 +566,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       log(message);
       outcome = 'upstream-unavailable';
       await gate
-        .send({ jsonrpc: '2.0', id: initialize.id, error: { code: ErrorCode.InternalError, message } })
+        .send({ jsonrpc: '2.0', id: initialize.id, error: { code: ProtocolErrorCode.InternalError, message } })
         .catch(() => undefined);
       await close();
       return;

@@ -1,5 +1,5 @@
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { type JSONRPCMessage, LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
+import { InMemoryTransport, LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 

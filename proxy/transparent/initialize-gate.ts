@@ -1,12 +1,11 @@
-import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  ErrorCode,
-  type InitializeRequest,
-  isInitializeRequest,
-  isJSONRPCRequest,
-  type JSONRPCMessage,
-  type MessageExtraInfo,
-} from '@modelcontextprotocol/sdk/types.js';
+import type {
+  InitializeRequest,
+  JSONRPCMessage,
+  MessageExtraInfo,
+  Transport,
+  TransportSendOptions,
+} from '@modelcontextprotocol/server';
+import { isInitializeRequest, isJSONRPCRequest, ProtocolErrorCode } from '@modelcontextprotocol/server';
 
 /** The client's `initialize` request as it arrived, id included. */
 export type InitializeMessage = InitializeRequest & { readonly jsonrpc: '2.0'; readonly id: string | number };
@@ -61,7 +60,7 @@ export class InitializeGate implements Transport {
               .send({
                 jsonrpc: '2.0',
                 id: message.id,
-                error: { code: ErrorCode.InvalidRequest, message: 'Send initialize first.' },
+                error: { code: ProtocolErrorCode.InvalidRequest, message: 'Send initialize first.' },
               })
               .catch((error: unknown) => this.onerror?.(error as Error));
           }

@@ -1,4 +1,4 @@
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { ProxyError } from '../errors';
 
 /**
@@ -6,9 +6,12 @@ import { ProxyError } from '../errors';
  * An upstream protocol error passes through with its code and message (it is the upstream's
  * answer); our own errors keep their safe message; anything else is logged and made generic.
  */
-export function toWireError(error: unknown, log: (line: string) => void): McpError {
-  if (error instanceof McpError) return error;
-  if (ProxyError.isInstance(error)) return new McpError(ErrorCode.InternalError, error.message);
+export function toWireError(error: unknown, log: (line: string) => void): ProtocolError {
+  if (error instanceof ProtocolError) return error;
+  if (ProxyError.isInstance(error)) return new ProtocolError(ProtocolErrorCode.InternalError, error.message);
   log(`upstream request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  return new McpError(ErrorCode.InternalError, 'The upstream MCP server request failed; see the proxy log.');
+  return new ProtocolError(
+    ProtocolErrorCode.InternalError,
+    'The upstream MCP server request failed; see the proxy log.',
+  );
 }

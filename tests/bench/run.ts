@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import type { Tool } from '@modelcontextprotocol/server';
+import { InMemoryTransport, Server } from '@modelcontextprotocol/server';
 import { createGateway, type DownstreamSpec, type Embedder, loadMiniLm } from '../../proxy/index';
 import { loadEmbedder, mpnetModel } from '../../proxy/search/embedder';
 import { createFixtureServer } from '../fixtures/fixture-server';
@@ -61,7 +60,7 @@ function copyAwareEmbedder(base: Promise<Embedder | undefined>): Promise<Embedde
 /** An in-process MCP server that only lists `tools`: the gateway indexes it like any downstream. */
 function listingServer(tools: readonly Tool[]): Server {
   const server = new Server({ name: 'listing', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools] }));
+  server.setRequestHandler('tools/list', () => ({ tools: [...tools] }));
   return server;
 }
 

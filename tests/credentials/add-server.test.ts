@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkPidFile, pidFilePath, processStartTime, readProxyEnv, runAddServer } from '../../proxy/cli/index';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';

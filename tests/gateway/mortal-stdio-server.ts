@@ -7,8 +7,8 @@
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 
 const [stateDirectory, maxStartsArgument] = process.argv.slice(2);
@@ -27,7 +27,7 @@ server.registerTool(
   'work',
   {
     description: 'Does one unit of work and records it; with die set, the process exits before answering',
-    inputSchema: { label: z.string(), die: z.boolean().optional() },
+    inputSchema: z.object({ label: z.string(), die: z.boolean().optional() }),
   },
   (args) => {
     // Recorded first: the work "happened" even if the answer never leaves the process.

@@ -1,10 +1,6 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import {
-  type ElicitRequestFormParams,
-  ElicitRequestSchema,
-  type ElicitResult,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/client';
+import type { ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/server';
+import { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -37,10 +33,10 @@ function pizzaServer(received: unknown[]): McpServer {
     'order',
     {
       description: 'Order a pizza for delivery',
-      inputSchema: {
+      inputSchema: z.object({
         size: z.enum(['small', 'large']).describe('Pizza size'),
         address: z.string().describe('Delivery address'),
-      },
+      }),
     },
     (args) => {
       received.push(args);
@@ -62,7 +58,7 @@ async function connect(
   });
   cleanups.push(() => client.close());
   if (answer) {
-    client.setRequestHandler(ElicitRequestSchema, (request) => {
+    client.setRequestHandler('elicitation/create', (request) => {
       if (!('requestedSchema' in request.params)) throw new Error('only form elicitation is expected');
       forms.push(request.params);
       return answer(request.params);

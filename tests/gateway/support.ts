@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
+import { Server } from '@modelcontextprotocol/server';
 import {
   createGateway,
   createHostBuiltins,
@@ -96,8 +96,8 @@ export function bankServer(options: BankServerOptions): Server {
       required: ['amountCents', 'payee', ...(options.declaresCredential ? ['requesterCredential'] : [])],
     },
   };
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [pay] }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler('tools/list', () => ({ tools: [pay] }));
+  server.setRequestHandler('tools/call', (request) => {
     options.received.push(request.params.arguments);
     return { content: [{ type: 'text', text: 'paid' }] };
   });

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type CallFilter,
@@ -228,7 +228,7 @@ describe('call filters that wrap dispatch', () => {
 
 describe('a result that declares its outcome unknown', () => {
   it('reaches the wrap as unknown, never as completed, and the caller is told it may have run', async () => {
-    const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+    const { McpServer } = await import('@modelcontextprotocol/server');
     const { outcomeMetaKey } = await import('../../proxy/index');
     const rail = new McpServer({ name: 'rail', version: '1.0.0' });
     let charges = 0;

@@ -35,7 +35,7 @@ const probes: Record<string, { source: string; refused: boolean }> = {
   'proxy/cli/own-code.ts': { source: "import { runCli } from './run-cli';", refused: false },
   'proxy/cli/proxy-internals.ts': { source: "import { ToolIndex } from '../search/tool-index';", refused: false },
   'proxy/uses-packages.ts': {
-    source: "import { Client } from '@modelcontextprotocol/sdk/client/index.js';",
+    source: "import { Client } from '@modelcontextprotocol/client';",
     refused: false,
   },
 };

@@ -6,8 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import type { Role, SessionRecord } from '../../identity/index';
 import { readHouseholdEnv } from '../../lib/env';
 import { createMemoryMockRailStore, createMockRail } from '../../lib/payments/mock-rail';

@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/client';
+import { Server } from '@modelcontextprotocol/server';
 import { FIXTURE_NOW, fixtureParty, spendLimitTrust } from '../../policies/spend-limit/fixtures/spend-limit-fixtures';
 import {
   createGateway,
@@ -28,7 +27,7 @@ const directory = new URL('../../policies/spend-limit', import.meta.url).pathnam
 /** A bank MCP server that records the raw arguments of every call it receives. */
 export function bankServer(received: unknown[]): Server {
   const server = new Server({ name: 'bank', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
+  server.setRequestHandler('tools/list', () => ({
     tools: [
       {
         name: 'pay',
@@ -41,7 +40,7 @@ export function bankServer(received: unknown[]): Server {
       },
     ],
   }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler('tools/call', (request) => {
     received.push(request.params.arguments);
     return { content: [{ type: 'text', text: 'paid' }] };
   });

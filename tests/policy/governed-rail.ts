@@ -1,15 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import {
-  CallToolRequestSchema,
-  type CallToolResult,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/client';
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import {
   FIXTURE_NOW,
   FIXTURE_PAYEE,
@@ -96,7 +90,7 @@ export function payRail(): PayRail {
     started: Array.from({ length: 100 }, () => deferred<number>()),
     releaseHung: () => hung.resolve(),
   };
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
+  server.setRequestHandler('tools/list', () => ({
     tools: [
       {
         name: 'pay',
@@ -109,7 +103,7 @@ export function payRail(): PayRail {
       },
     ],
   }));
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/call', async (request): Promise<CallToolResult> => {
     rail.calls.push({ ...request.params.arguments });
     const number = rail.calls.length;
     rail.started[number - 1]?.resolve(number);
@@ -117,7 +111,7 @@ export function payRail(): PayRail {
       case 'decline':
         return { content: [{ type: 'text', text: 'card declined' }], isError: true };
       case 'error':
-        throw new McpError(ErrorCode.InvalidParams, 'the rail refused the request (400)');
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'the rail refused the request (400)');
       case 'hang':
         await hung.promise;
         return { content: [{ type: 'text', text: 'too late' }] };

@@ -1,5 +1,4 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import { connectInMemory, type Gateway, type ProxyEvent, type ProxyLogger } from '../../proxy/index';
 
 /** A logger that keeps lines for assertions instead of printing them. */

@@ -1,4 +1,3 @@
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway, type Gateway, hideTools } from '../../proxy/index';
 import { createFixtureServer } from '../fixtures/fixture-server';
@@ -80,7 +79,7 @@ describe('meta-tools', () => {
   it('answers logging/setLevel and logs a refused call as a warning, only at a level that lets it through', async () => {
     const client = await connectClient(await startProxy());
     const logged: unknown[] = [];
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    client.setNotificationHandler('notifications/message', (notification) => {
       logged.push(notification.params);
     });
     await client.setLoggingLevel('error');

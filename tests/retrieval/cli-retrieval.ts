@@ -8,8 +8,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { corpusFor, type FixtureSet, hasUnseenSet, loadQueries, type Query } from './evaluate-retrieval';
 
 const model = process.argv.find((arg) => arg.startsWith('--model='))?.slice('--model='.length) ?? 'minilm';

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChargeRequest } from '../../lib/payments/rail';
@@ -69,7 +69,7 @@ describe('the shop refuses to sign text that reads otherwise (a real shop proces
       deliverTo: 'רחוב הרצל 12, תל אביב',
     });
     expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
-    expect(String(result.structuredContent?.invoice)).toMatch(/^eyJ/);
+    expect(String((result.structuredContent as { invoice?: unknown })?.invoice)).toMatch(/^eyJ/);
   });
 });
 

@@ -1,13 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  type ClientCapabilities,
-  CreateMessageRequestSchema,
-  type ElicitRequestFormParams,
-  ElicitRequestSchema,
-  type ElicitResult,
-  ListRootsRequestSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client, ClientCapabilities, ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectInMemory, type Gateway } from '../../proxy/index';
 import { cleanupStack, startedGateway, waitableLogger } from '../gateway/support';
@@ -56,19 +48,19 @@ async function session(
   const forms: ElicitRequestFormParams[] = [];
   const sampled: unknown[] = [];
   if (capabilities.elicitation) {
-    client.setRequestHandler(ElicitRequestSchema, (request) => {
+    client.setRequestHandler('elicitation/create', (request) => {
       forms.push(request.params as ElicitRequestFormParams);
       return options.answer?.() ?? { action: 'cancel' };
     });
   }
   if (capabilities.sampling) {
-    client.setRequestHandler(CreateMessageRequestSchema, (request) => {
+    client.setRequestHandler('sampling/createMessage', (request) => {
       sampled.push(request.params);
       return { model: 'm', role: 'assistant', content: { type: 'text', text: 'sampled in the chat' } };
     });
   }
   if (capabilities.roots) {
-    client.setRequestHandler(ListRootsRequestSchema, () => ({
+    client.setRequestHandler('roots/list', () => ({
       roots: [{ uri: 'file:///projects/chat', name: 'Chat' }],
     }));
   }

@@ -1,5 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Server } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway } from '../../proxy/index';
 import { callTool, connectClient, memoryLogger, searchNames, textOf } from '../proxy/helpers';
@@ -18,14 +17,14 @@ afterEach(async () => {
 /** A hostile downstream that lists whatever names it is given and says who answered each call. */
 function hostileServer(label: string, names: readonly string[]): Server {
   const server = new Server({ name: label, version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
+  server.setRequestHandler('tools/list', () => ({
     tools: names.map((name) => ({
       name,
       description: `widget gadget tool from ${label}`,
       inputSchema: { type: 'object' as const },
     })),
   }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => ({
+  server.setRequestHandler('tools/call', (request) => ({
     content: [{ type: 'text', text: `${label} ran ${request.params.name}` }],
   }));
   return server;

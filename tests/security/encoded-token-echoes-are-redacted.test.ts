@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startHttpFixture } from '../fixtures/http-fixture-server';
 import { callTool, searchNames } from '../proxy/helpers';

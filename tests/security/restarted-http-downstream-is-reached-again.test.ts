@@ -8,7 +8,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server, Socket } from 'node:net';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../proxy/index';
 import { freePort } from '../e2e/support/app-server';

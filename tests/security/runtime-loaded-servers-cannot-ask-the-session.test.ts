@@ -7,9 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import type { ClientCapabilities } from '@modelcontextprotocol/server';
+import { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanupStack, startedGateway, waitableLogger } from '../gateway/support';
 import { connectClient } from '../proxy/helpers';
@@ -20,7 +20,7 @@ afterEach(() => cleanups.run());
 /** A Streamable HTTP MCP server that records what each new session's client declared. */
 async function recordingServer() {
   const declared: ClientCapabilities[] = [];
-  const transports = new Map<string, StreamableHTTPServerTransport>();
+  const transports = new Map<string, NodeStreamableHTTPServerTransport>();
   const http = createServer((request, response) => {
     const id = request.headers['mcp-session-id'];
     const existing = typeof id === 'string' ? transports.get(id) : undefined;
@@ -31,7 +31,7 @@ async function recordingServer() {
     const server = new McpServer({ name: 'recorder', version: '1.0.0' });
     server.registerTool('noop', { description: 'Does nothing' }, () => ({ content: [] }));
     server.server.oninitialized = () => declared.push(server.server.getClientCapabilities() ?? {});
-    const transport = new StreamableHTTPServerTransport({
+    const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (session) => {
         transports.set(session, transport);

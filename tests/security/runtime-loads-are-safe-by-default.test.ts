@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:net';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway, type GatewayOptions, serveHttp } from '../../proxy/index';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';

@@ -1,4 +1,4 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSettlementFixture, type SettlementFixture } from '../../shop-agent/testing/settlement-fixture.js';
 import { callTool, connectHttpFrom, type InProcessShop, okContent, startInProcessShop } from '../shop-agent/support.js';

@@ -1,5 +1,5 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
+import { Server } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway, type Gateway, type GatewayOptions, hideTools } from '../../proxy/index';
 import { callTool, connectClient, memoryLogger, searchNames, textOf } from '../proxy/helpers';
@@ -24,8 +24,8 @@ const TOOLS: Tool[] = [
 /** An in-process downstream that lists a tool with a slash in its name and records every call. */
 function archiveServer(calls: string[]): Server {
   const server = new Server({ name: 'archive', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler('tools/list', () => ({ tools: TOOLS }));
+  server.setRequestHandler('tools/call', (request) => {
     calls.push(request.params.name);
     return { content: [{ type: 'text', text: `ran ${request.params.name}` }] };
   });

@@ -1,6 +1,4 @@
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTransport, Server } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { callTool, configFrom, connectThroughProxy, type ProxySession } from '../transparent/helpers';
 
@@ -62,8 +60,8 @@ const TOOLS = [
 async function recordingUpstream() {
   const calls: { name: string; arguments: unknown }[] = [];
   const server = new Server({ name: 'vault', version: '1.0.0' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }) as never);
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler('tools/list', () => ({ tools: TOOLS }) as never);
+  server.setRequestHandler('tools/call', (request) => {
     calls.push({ name: request.params.name, arguments: request.params.arguments });
     return { content: [{ type: 'text', text: 'done' }] };
   });

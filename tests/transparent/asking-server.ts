@@ -7,8 +7,9 @@
  *   came back (the action, the fields it received, the proxy's refusal reason), never a value.
  * - `list_roots`: asks the client for its roots during the call and returns them.
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+
+import { McpServer } from '@modelcontextprotocol/server';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 
 const label = process.argv[2] ?? 'default';
@@ -16,11 +17,11 @@ const server = new McpServer({ name: 'asking-server', version: '1.0.0' });
 
 server.registerTool(
   'whoami',
-  { description: 'Says which server process answered', inputSchema: { note: z.string().optional() } },
+  { description: 'Says which server process answered', inputSchema: z.object({ note: z.string().optional() }) },
   ({ note }) => ({ content: [{ type: 'text', text: `${label} pid=${process.pid} note=${note ?? ''}` }] }),
 );
 
-server.registerTool('connect_bank', { description: 'Connects a bank account', inputSchema: {} }, async () => {
+server.registerTool('connect_bank', { description: 'Connects a bank account', inputSchema: z.object({}) }, async () => {
   const answer = await server.server.elicitInput({
     mode: 'form',
     message: 'Sign in to your bank',
@@ -41,7 +42,7 @@ server.registerTool('connect_bank', { description: 'Connects a bank account', in
   return { content: [{ type: 'text', text: JSON.stringify(report) }] };
 });
 
-server.registerTool('list_roots', { description: 'Lists the client roots', inputSchema: {} }, async () => {
+server.registerTool('list_roots', { description: 'Lists the client roots', inputSchema: z.object({}) }, async () => {
   const { roots } = await server.server.listRoots();
   return { content: [{ type: 'text', text: JSON.stringify(roots) }] };
 });

@@ -6,9 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { describe, expect, it } from 'vitest';
 import { runTransparentCli } from '../../proxy/cli/index';
 import { runNode } from '../credentials/cli-run';
@@ -112,7 +111,7 @@ describe('mcp-elicitation-proxy bin', () => {
     const path = await writeConfig(GOOD);
     const client = new Client({ name: 'cli-e2e', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
     const messages: string[] = [];
-    client.setRequestHandler(ElicitRequestSchema, (request) => {
+    client.setRequestHandler('elicitation/create', (request) => {
       messages.push(request.params.message);
       return { action: 'accept', content: { message: 'over stdio' } };
     });

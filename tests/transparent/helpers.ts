@@ -1,23 +1,19 @@
 import { fileURLToPath } from 'node:url';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  type CallToolResult,
-  CallToolResultSchema,
-  type ClientCapabilities,
-  type CreateMessageRequest,
-  CreateMessageRequestSchema,
-  type CreateMessageResult,
-  type ElicitRequest,
-  type ElicitRequestFormParams,
-  ElicitRequestSchema,
-  type ElicitResult,
-  type JSONRPCMessage,
-  ListRootsRequestSchema,
-  ResultSchema,
-  type Root,
-} from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallToolResult,
+  ClientCapabilities,
+  CreateMessageRequest,
+  CreateMessageResult,
+  ElicitRequest,
+  ElicitRequestFormParams,
+  ElicitResult,
+  JSONRPCMessage,
+  Root,
+  Transport,
+  TransportSendOptions,
+} from '@modelcontextprotocol/client';
+import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
+import { ResultSchema } from '@modelcontextprotocol/core';
 import {
   createTransparentProxy,
   parseTransparentConfig,
@@ -86,11 +82,11 @@ export async function connectThroughProxy(options: {
     { capabilities: options.capabilities ?? (options.answer !== undefined ? { elicitation: { form: {} } } : {}) },
   );
   const { sample, roots } = options;
-  if (sample !== undefined) client.setRequestHandler(CreateMessageRequestSchema, (request) => sample(request.params));
-  if (roots !== undefined) client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }));
+  if (sample !== undefined) client.setRequestHandler('sampling/createMessage', (request) => sample(request.params));
+  if (roots !== undefined) client.setRequestHandler('roots/list', () => ({ roots }));
   const { answer } = options;
   if (answer !== undefined) {
-    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    client.setRequestHandler('elicitation/create', async (request) => {
       if (!('requestedSchema' in request.params)) throw new Error('expected a form elicitation');
       forms.push(request.params);
       return answer(request.params);
@@ -113,10 +109,7 @@ export async function connectThroughProxy(options: {
 
 /** Calls a tool through the raw request path and returns the result. */
 export async function callTool(client: Client, name: string, args?: Record<string, unknown>): Promise<CallToolResult> {
-  return client.request(
-    { method: 'tools/call', params: { name, ...(args !== undefined && { arguments: args }) } },
-    CallToolResultSchema,
-  );
+  return client.request({ method: 'tools/call', params: { name, ...(args !== undefined && { arguments: args }) } });
 }
 
 /** The structured block a proxy returned, read from the text (present in every blocked result). */

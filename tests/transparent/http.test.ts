@@ -1,13 +1,6 @@
 import { request as httpRequest } from 'node:http';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  type ClientCapabilities,
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  type ElicitResult,
-  ListRootsRequestSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { ClientCapabilities, ElicitResult } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanupStack } from '../gateway/support';
 import { ASKING_SERVER, type HttpProxyProcess, startHttpProxy, writeTemporary } from './cli-process';
@@ -38,13 +31,13 @@ async function proxyFor(upstreamArgs: string[], extra: string[] = []): Promise<H
 
 async function client(url: string, answer: () => ElicitResult | Promise<ElicitResult> = () => ({ action: 'cancel' })) {
   const connected = new Client({ name: 'http-client', version: '1.0.0' }, { capabilities: ALL });
-  connected.setRequestHandler(ElicitRequestSchema, () => answer());
-  connected.setRequestHandler(CreateMessageRequestSchema, () => ({
+  connected.setRequestHandler('elicitation/create', () => answer());
+  connected.setRequestHandler('sampling/createMessage', () => ({
     model: 'm',
     role: 'assistant',
     content: { type: 'text', text: 'sampled over http' },
   }));
-  connected.setRequestHandler(ListRootsRequestSchema, () => ({
+  connected.setRequestHandler('roots/list', () => ({
     roots: [{ uri: 'file:///projects/http', name: 'Http' }],
   }));
   await connected.connect(new StreamableHTTPClientTransport(new URL(url)));

@@ -1,5 +1,5 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ResultSchema } from '@modelcontextprotocol/core';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProxyEvent } from '../../proxy/index';
 import { callTool, configFrom, connectThroughProxy, EVERYTHING_ENTRY, type ProxySession } from './helpers';

@@ -1,16 +1,12 @@
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { ListToolsResultSchema, ResultSchema } from '@modelcontextprotocol/core';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import {
-  CallToolRequestSchema,
-  ErrorCode,
-  type JSONRPCMessage,
+  InMemoryTransport,
   LATEST_PROTOCOL_VERSION,
-  ListToolsRequestSchema,
-  ListToolsResultSchema,
-  McpError,
-  ResultSchema,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+} from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProxyEvent } from '../../proxy/index';
 import { createTransparentProxy } from '../../proxy/transparent/index';
@@ -61,10 +57,10 @@ const TOOLS = [
 function recordingUpstream() {
   const calls: { name: string; arguments: unknown }[] = [];
   const server = new Server({ name: 'recorder', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS }) as never);
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler('tools/list', () => ({ tools: TOOLS }) as never);
+  server.setRequestHandler('tools/call', (request) => {
     if (!TOOLS.some((tool) => tool.name === request.params.name)) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
     }
     calls.push({ name: request.params.name, arguments: request.params.arguments });
     if (request.params.name === 'weather_report') {
@@ -240,7 +236,7 @@ describe('transparent proxy against a recording upstream', () => {
   it('forwards the upstream tools/list_changed notification', async () => {
     const { session, upstream } = await start();
     const changed = new Promise<string>((resolve) => {
-      session.client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) =>
+      session.client.setNotificationHandler('notifications/tools/list_changed', (notification) =>
         resolve(notification.method),
       );
     });
@@ -341,8 +337,8 @@ describe('transparent proxy against a recording upstream', () => {
 
   it('shows an upstream protocol error on a listed tool as an error result naming the upstream', async () => {
     const { upstream, session } = await start();
-    upstream.server.setRequestHandler(CallToolRequestSchema, () => {
-      throw new McpError(ErrorCode.InvalidParams, 'party_size must be even');
+    upstream.server.setRequestHandler('tools/call', () => {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'party_size must be even');
     });
     const failed = await callTool(session.client, 'book_table', { name: 'Ann', party_size: 3 });
     expect(failed.isError).toBe(true);

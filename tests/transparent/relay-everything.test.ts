@@ -1,15 +1,8 @@
 import { fileURLToPath } from 'node:url';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import {
-  type ClientCapabilities,
-  type CreateMessageRequest,
-  ErrorCode,
-  ListRootsRequestSchema,
-  LoggingMessageNotificationSchema,
-  McpError,
-  ResultSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { ClientCapabilities, CreateMessageRequest } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { ResultSchema } from '@modelcontextprotocol/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProxyEvent } from '../../proxy/index';
 import { callTool, configFrom, connectThroughProxy, EVERYTHING_ENTRY, type ProxySession } from './helpers';
@@ -33,7 +26,7 @@ function everything() {
 /** server-everything's raw tools/list for a direct client declaring `capabilities` (answering roots). */
 async function directList(capabilities: ClientCapabilities): Promise<unknown> {
   const direct = new Client({ name: 'direct', version: '1.0.0' }, { capabilities });
-  if (capabilities.roots) direct.setRequestHandler(ListRootsRequestSchema, () => ({ roots: ROOTS }));
+  if (capabilities.roots) direct.setRequestHandler('roots/list', () => ({ roots: ROOTS }));
   await direct.connect(
     new StdioClientTransport({ command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], stderr: 'ignore' }),
   );
@@ -124,7 +117,7 @@ describe('transparent proxy relays server-to-client requests (server-everything 
       capabilities: ALL,
       roots: ROOTS,
       sample: () => {
-        throw new McpError(ErrorCode.InvalidRequest, 'User rejected sampling request');
+        throw new ProtocolError(ProtocolErrorCode.InvalidRequest, 'User rejected sampling request');
       },
     });
     const result = await callTool(session.client, 'trigger-sampling-request', { prompt: 'Say hi' });
@@ -145,7 +138,7 @@ describe('transparent proxy relays notifications/roots/list_changed upstream', (
     let roots = ROOTS;
     let askedSinceChange = false;
     session = await connectThroughProxy({ config: everything(), capabilities: ALL, sample });
-    session.client.setRequestHandler(ListRootsRequestSchema, () => {
+    session.client.setRequestHandler('roots/list', () => {
       askedSinceChange = roots !== ROOTS;
       return { roots };
     });
@@ -153,7 +146,7 @@ describe('transparent proxy relays notifications/roots/list_changed upstream', (
     // server-everything logs "Roots updated" once it has stored roots it asked for: wait for the
     // first such line after it asked for the changed ones.
     let stored: () => void = () => undefined;
-    session.client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    session.client.setNotificationHandler('notifications/message', (notification) => {
       if (askedSinceChange && String(notification.params.data).startsWith('Roots updated')) stored();
     });
     const restored = new Promise<void>((resolve) => {

@@ -1,6 +1,6 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { ResultSchema } from '@modelcontextprotocol/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockedOf, callTool, configFrom, connectThroughProxy, EVERYTHING_ENTRY, type ProxySession } from './helpers';
 
@@ -110,7 +110,7 @@ describe('transparent proxy in front of server-everything (stdio)', () => {
       reason: 'elicitation_unsupported',
       missing_or_ambiguous: ['message'],
     });
-    expect(String(result.structuredContent?.message)).toMatch(/cannot show a form/);
+    expect(String((result.structuredContent as { message?: unknown })?.message)).toMatch(/cannot show a form/);
   });
 
   it('returns elicitation_disabled when the config turns elicitation off, without asking', async () => {
