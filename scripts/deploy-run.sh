@@ -442,14 +442,15 @@ outside="$(podman exec "$shop_id" node -e '
 say "✓ the shop has no route out ($outside)"
 
 # The app found no shop at its start and keeps trying PIZZA_URL (http://shop:7600/mcp): the
-# shop logs the session it opens, over the internal network, by the service's name.
+# shop logs the client that connects (its initialize answered), over the internal network, by the
+# service's name.
 waited=0
-until "${COMPOSE[@]}" logs --no-color shop | grep -q '"event":"session-opened"'; do
+until "${COMPOSE[@]}" logs --no-color shop | grep -q '"event":"client-connected"'; do
   waited=$((waited + 1))
-  [ "$waited" -lt 60 ] || fail "the app opened no session with the shop at http://shop:7600/mcp within 60 s"
+  [ "$waited" -lt 60 ] || fail "the app did not connect to the shop at http://shop:7600/mcp within 60 s"
   sleep 1
 done
-say "✓ the app reached the shop by its service name over the internal network (session opened)"
+say "✓ the app reached the shop by its service name over the internal network (client connected)"
 
 say "the order in Chromium through $APP_URL (tests/deploy/compose-order.spec.ts)"
 report="$work/order-report.json"

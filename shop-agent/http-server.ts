@@ -1,20 +1,22 @@
-import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
-import type { McpServer } from '@modelcontextprotocol/server';
-import { isInitializeRequest } from '@modelcontextprotocol/server';
+import { type NodeIncomingMessageLike, toNodeHandler } from '@modelcontextprotocol/node';
+import {
+  CLIENT_INFO_META_KEY,
+  createMcpHandler,
+  type McpHttpHandler,
+  type McpServer,
+} from '@modelcontextprotocol/server';
 import type { DidDocument } from './did-document.js';
-import { createSessionTable, DEFAULT_SESSION_LIMITS, type SessionLimits } from './session-table.js';
 import { ShopError } from './shop-error.js';
 
 /** Options for the shop's Streamable HTTP endpoint. */
 export type HttpServerOptions = {
-  /** Builds one MCP server per session (an McpServer serves one transport). */
+  /** Builds the MCP server that answers one request (the SDK's handler keeps nothing between requests). */
   createMcpServer: () => McpServer;
   /**
-   * Builds the witness's own MCP server (operator tools, never the model-facing ones), served
-   * statelessly at `/witness`; absent → `/witness` is a 404.
+   * Builds the witness's own MCP server (operator tools, never the model-facing ones), served the
+   * same way at `/witness`; absent → `/witness` is a 404.
    */
   createWitnessServer?: () => McpServer;
   didDocument: DidDocument;
@@ -22,25 +24,36 @@ export type HttpServerOptions = {
   port: number;
   /** Extra Host header names to accept besides loopback (e.g. the compose service name). */
   allowedHostnames?: readonly string[];
-  /** Session caps and idle expiry; defaults in `DEFAULT_SESSION_LIMITS`. */
-  sessionLimits?: Partial<SessionLimits>;
-  /** Clock in milliseconds for idle expiry (tests move it; default `Date.now`). */
-  now?: () => number;
+  /** MCP requests one remote address may have in flight at once; default {@link DEFAULT_MAX_REQUESTS_PER_ADDRESS}. */
+  maxRequestsPerAddress?: number;
   log?: (event: string, fields: Record<string, unknown>) => void;
 };
+
+/** One MCP endpoint behind the guards: the SDK's handler, adapted to Node, given the parsed body of a POST. */
+type Endpoint = (request: IncomingMessage, response: ServerResponse, body?: unknown) => Promise<void>;
 
 /** A running HTTP server: its base URL and how to stop it. */
 export type RunningHttpServer = { url: string; port: number; close(): Promise<void> };
 
+/**
+ * Default bound on one address's MCP requests in flight: far above what a household's agent
+ * sends at once (one call per chat turn), low enough that one client cannot hold the shop's
+ * memory with slow or never-finished requests.
+ */
+export const DEFAULT_MAX_REQUESTS_PER_ADDRESS = 64;
+
 const MAX_BODY_BYTES = 1_000_000;
 
 /**
- * Serve the shop over Streamable HTTP at `/mcp` (with sessions) and its DID document at
- * `/.well-known/did.json`. Every request's Host header is checked against loopback plus the
- * configured names first (DNS-rebinding protection for a server without authentication), then
- * its Origin, if any, must be the shop's own (no cross-site requests from a browser page).
- * Sessions expire when idle and are capped globally and per remote address, so one client can
- * neither hold every session nor evict anyone else's (issue 11).
+ * Serve the shop over Streamable HTTP at `/mcp` and its DID document at `/.well-known/did.json`,
+ * statelessly: the SDK's `createMcpHandler` builds a server per request, for 2026-07-28 clients
+ * and, by its default `legacy: 'stateless'`, for 2025-11-25 ones (their `initialize` is answered
+ * without an `Mcp-Session-Id`). Nothing is held between requests, so a shop restart or a second
+ * replica is invisible to clients. Every request's Host header is checked against loopback plus
+ * the configured names first (DNS-rebinding protection for a server without authentication), then
+ * its Origin, if any, must be the shop's own (no cross-site requests from a browser page). What
+ * one client can hold is bounded per request: the body size, and the requests one remote address
+ * has in flight (issue 11: one client must not lock everyone else out).
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<RunningHttpServer> {
   const log = options.log ?? (() => {});
@@ -49,15 +62,24 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   );
   if (!['0.0.0.0', '::'].includes(options.host))
     allowed.add(options.host.includes(':') ? `[${options.host}]` : options.host);
-  const limits: SessionLimits = { ...DEFAULT_SESSION_LIMITS, ...options.sessionLimits };
-  const sessions = createSessionTable<NodeStreamableHTTPServerTransport>({
-    limits,
-    now: options.now ?? Date.now,
-    onEvicted: (entry, why) => log('session-evicted', { why, address: entry.address }),
-  });
-  // Idle sessions also go without traffic: a periodic sweep that never keeps the process alive.
-  const sweeper = setInterval(() => sessions.sweep(), Math.min(limits.idleTimeoutMs, 60_000));
-  sweeper.unref();
+  const inFlight = createInFlightLimit(options.maxRequestsPerAddress ?? DEFAULT_MAX_REQUESTS_PER_ADDRESS);
+  // The handler reports the requests it refused (an unsupported version, a malformed envelope);
+  // the adapter reports the ones it could not hand over at all (answered 500).
+  const onerror = (error: Error) => log('request-rejected', { error: error.message.slice(0, 300) });
+  const onfault = (error: Error) => log('http-fault', { error: error.message.slice(0, 300) });
+  // One web-standard handler per endpoint, adapted to Node once; the handlers validate no Host or
+  // Origin, which is why the checks below run before either is reached.
+  const handlers: McpHttpHandler[] = [];
+  const endpoint = (factory: () => McpServer): Endpoint => {
+    const handler = createMcpHandler(factory, { onerror, maxRequestBodySize: MAX_BODY_BYTES });
+    handlers.push(handler);
+    const serve = toNodeHandler(handler, { onerror: onfault, maxRequestBodySize: MAX_BODY_BYTES });
+    // Node's `method?: string | undefined` against the SDK's structural `method?: string`: the
+    // same at run time, told apart only under `exactOptionalPropertyTypes`.
+    return (request, response, body) => serve(request as NodeIncomingMessageLike, response, body);
+  };
+  const mcp = endpoint(options.createMcpServer);
+  const witness = options.createWitnessServer === undefined ? undefined : endpoint(options.createWitnessServer);
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     // Step 1: DNS-rebinding protection: a foreign Host never reaches a handler.
@@ -78,59 +100,36 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     if (path === '/.well-known/did.json' && request.method === 'GET')
       return sendJson(response, 200, options.didDocument);
     if (path === '/healthz' && request.method === 'GET') return sendJson(response, 200, { ok: true });
-    if (path === '/witness' && options.createWitnessServer !== undefined) {
-      return serveStateless(options.createWitnessServer, request, response);
-    }
-    if (path !== '/mcp') return sendJson(response, 404, { error: 'not found' });
+    const serve = path === '/mcp' ? mcp : path === '/witness' ? witness : undefined;
+    if (serve === undefined) return sendJson(response, 404, { error: 'not found' });
 
-    // Step 3: route to the session's transport, or open a session on `initialize`. Expired
-    // sessions are closed first, so a request for one is told the session is gone.
-    sessions.sweep();
-    const sessionId = request.headers['mcp-session-id'];
-    const existing = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
-    // While a request (an SSE stream included) is open, its session is busy, not idle.
-    const busy = (entry: NonNullable<typeof existing>) => response.once('close', sessions.begin(entry));
-    if (request.method !== 'POST') {
-      if (existing === undefined) return sendJson(response, 404, rpcError('Unknown or missing MCP session'));
-      busy(existing);
-      return existing.session.handleRequest(request, response);
+    // Step 3: one address has a bounded number of requests in flight, counted from the headers to
+    // the end of the response, so slow bodies and open streams count too.
+    const address = remoteAddressOf(request);
+    const release = inFlight.begin(address);
+    if (release === undefined) {
+      log('request-refused', { address });
+      return sendJson(
+        response,
+        429,
+        rpcError('Too many requests in flight from this address; retry once one has completed'),
+      );
     }
+    response.once('close', release);
+
+    // Step 4: the body, bounded, read here (the handler's body parser) so that a client's
+    // opening can be logged; then the SDK's handler.
+    if (request.method !== 'POST') return serve(request, response);
     const body = await readJson(request);
     if (!body.ok) return sendJson(response, body.status, rpcError(body.message));
-    if (existing !== undefined) {
-      busy(existing);
-      return existing.session.handleRequest(request, response, body.value);
-    }
-    if (sessionId !== undefined) return sendJson(response, 404, rpcError('Unknown MCP session'));
-    if (!isInitializeRequest(body.value)) return sendJson(response, 400, rpcError('Start a session with initialize'));
-
-    // Step 4: admit the new session within the caps (room is made only from idle sessions).
-    const address = remoteAddressOf(request);
-    let registerId: (id: string) => void = () => {};
-    const transport = new NodeStreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => registerId(id),
-    });
-    const admission = sessions.admit(address, transport, () => transport.close());
-    if (!admission.ok) {
-      log('session-refused', { address, status: admission.status });
-      return sendJson(response, admission.status, rpcError(admission.message));
-    }
-    const entry = admission.entry;
-    registerId = (id) => {
-      sessions.register(entry, id);
+    const opening = serve === mcp ? openingOf(body.value) : undefined;
+    if (opening !== undefined) {
       // An operator sees the household connect (`docker compose logs shop`), and a test can wait on it.
-      log('session-opened', { address });
-    };
-    transport.onclose = () => sessions.remove(entry);
-    busy(entry);
-    await options.createMcpServer().connect(transport);
-    await transport.handleRequest(request, response, body.value);
-    // An initialize the transport rejected opened no session: free its place.
-    if (transport.sessionId === undefined) {
-      sessions.remove(entry);
-      await transport.close();
+      response.once('finish', () => {
+        if (response.statusCode === 200) log('client-connected', { address, ...opening });
+      });
     }
+    return serve(request, response, body.value);
   };
 
   const server = createServer((request, response) => {
@@ -152,34 +151,59 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     url: `http://${urlHost}:${port}`,
     port,
     async close() {
-      clearInterval(sweeper);
-      await Promise.all(sessions.all().map((entry) => entry.close()));
+      await Promise.all(handlers.map((handler) => handler.close()));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
 }
 
+/** A client's opening: the era it picks and the name it gives itself (shortened; only for the log). */
+type Opening = { era: 'legacy' | 'modern'; client: string };
+
 /**
- * One request to a stateless MCP endpoint (the witness): a fresh server and transport per POST, no
- * session to hold or evict. The Host and Origin checks have already run.
+ * Whether a message opens a client's conversation: a 2025 `initialize` (the name in its
+ * `clientInfo`) or a 2026 `server/discover` probe (the name in its `_meta` envelope). Only for
+ * the log: the SDK's handler does its own classifying, and nothing here decides anything.
  */
-async function serveStateless(
-  createServer: () => McpServer,
-  request: IncomingMessage,
-  response: ServerResponse,
-): Promise<void> {
-  if (request.method !== 'POST') return sendJson(response, 405, rpcError('Method not allowed'));
-  const body = await readJson(request);
-  if (!body.ok) return sendJson(response, body.status, rpcError(body.message));
-  const transport = new NodeStreamableHTTPServerTransport({ enableJsonResponse: true });
-  const server = createServer();
-  response.once('close', () => {
-    void transport.close();
-    void server.close();
-  });
-  await server.connect(transport);
-  await transport.handleRequest(request, response, body.value);
+function openingOf(message: unknown): Opening | undefined {
+  if (!isRecord(message) || !isRecord(message.params)) return undefined;
+  const { method, params } = message;
+  const nameOf = (info: unknown) => (isRecord(info) && typeof info.name === 'string' ? info.name.slice(0, 100) : '');
+  if (method === 'initialize') return { era: 'legacy', client: nameOf(params.clientInfo) };
+  if (method === 'server/discover') {
+    const meta = isRecord(params._meta) ? params._meta : {};
+    return { era: 'modern', client: nameOf(meta[CLIENT_INFO_META_KEY]) };
+  }
+  return undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Requests in flight per remote address, at most `max` each. `begin` returns the function that
+ * ends the request (idempotent), or undefined when the address is at its bound. An address with
+ * nothing in flight has no entry, so the table holds only the addresses being served right now.
+ */
+function createInFlightLimit(max: number) {
+  const counts = new Map<string, number>();
+  return {
+    begin(address: string): (() => void) | undefined {
+      const held = counts.get(address) ?? 0;
+      if (held >= max) return undefined;
+      counts.set(address, held + 1);
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        const left = (counts.get(address) ?? 1) - 1;
+        if (left === 0) counts.delete(address);
+        else counts.set(address, left);
+      };
+    },
+  };
 }
 
 /**
@@ -222,6 +246,7 @@ function hostnameOf(header: string | undefined): string | null {
 
 type JsonBody = { ok: true; value: unknown } | { ok: false; status: number; message: string };
 
+/** A POST body read to the end within `MAX_BODY_BYTES` and parsed as JSON (the one parse of untrusted text here). */
 async function readJson(request: IncomingMessage): Promise<JsonBody> {
   const chunks: Buffer[] = [];
   let size = 0;

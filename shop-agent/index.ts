@@ -6,7 +6,12 @@ export type { Clerk, ClerkProposal, ClerkRequest } from './clerk.js';
 export { createDeterministicClerk } from './deterministic-clerk.js';
 export { type DidDocument, didDocument } from './did-document.js';
 export { type DidKey, didKeyFromJwk, type Ed25519PublicJwk, jwkFromDidKey } from './did-key.js';
-export { type HttpServerOptions, type RunningHttpServer, startHttpServer } from './http-server.js';
+export {
+  DEFAULT_MAX_REQUESTS_PER_ADDRESS,
+  type HttpServerOptions,
+  type RunningHttpServer,
+  startHttpServer,
+} from './http-server.js';
 export { KEY_FILE_NAME, loadOrCreateMerchantKey, type MerchantKey } from './key-store.js';
 export { MENU, type MenuItem } from './menu.js';
 export { type OrderStore, openOrderStore, type StoredOrder } from './order-store.js';
@@ -25,7 +30,6 @@ export {
   type Violation,
   type ViolationCode,
 } from './policy-floor.js';
-export { DEFAULT_SESSION_LIMITS, type SessionLimits } from './session-table.js';
 export { createShop, type Shop, type ShopOptions, type ShopOutcome } from './shop.js';
 export { SHOP_ERROR_CODES, ShopError, type ShopErrorCode } from './shop-error.js';
 export { createShopServer, type ShopServerOptions } from './shop-server.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import Anthropic from '@anthropic-ai/sdk';
-import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { StdioServerTransport, serveStdio } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 import { createAnthropicClerk } from './anthropic-clerk.js';
 import type { Clerk } from './clerk.js';
@@ -34,8 +34,9 @@ const ARG_OPTIONS = {
 
 const USAGE = `Usage: npx tsx shop-agent/main.ts [--http [--port 7600] [--host 127.0.0.1]]
 
-  (no flags)     serve MCP over stdio
-  --http         serve MCP over Streamable HTTP at /mcp and the DID document at /.well-known/did.json
+  (no flags)     serve MCP over stdio (2026-07-28 and 2025-11-25 clients)
+  --http         serve MCP over Streamable HTTP at /mcp, statelessly (2026-07-28 and 2025-11-25
+                 clients; no sessions), and the DID document at /.well-known/did.json
   --port P       HTTP port (default 7600; 0 picks a free port)
   --host H       HTTP bind address (default 127.0.0.1)
   --witness      serve only the audit witness over stdio (operator tools for the household's
@@ -108,6 +109,30 @@ const log: ShopLog = (event, fields) => {
   process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), source: 'shop-agent', event, ...fields })}\n`);
 };
 
+/** Faults of the stdio entry (a malformed opening, a write that failed): logged, never on stdout. */
+const onerror = (error: Error) => log('request-rejected', { error: error.message.slice(0, 300) });
+
+/**
+ * The process's stdin and stdout as the MCP wire, running `onClosed` once when the wire closes:
+ * at end of input (the client went away), when stdout breaks, or on shutdown. `serveStdio` owns
+ * the transport and its `onclose`, so the shop's own clean-up (its SQLite files) hangs on `close`.
+ */
+class StdioWire extends StdioServerTransport {
+  #onClosed: (() => void) | undefined;
+
+  constructor(onClosed: () => void) {
+    super();
+    this.#onClosed = onClosed;
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    const onClosed = this.#onClosed;
+    this.#onClosed = undefined;
+    onClosed?.();
+  }
+}
+
 function fail(message: string): never {
   process.stderr.write(`shop-agent: ${message}\n`);
   process.exit(2);
@@ -137,9 +162,10 @@ async function main(): Promise<void> {
     // The witness alone: the merchant key (to countersign) and its own store, no orders, no clerk.
     const key = await loadOrCreateMerchantKey(env.SHOP_AGENT_DATA);
     const witness = openCheckpointWitness({ path: join(env.SHOP_AGENT_DATA, 'witness.sqlite'), key });
-    const transport = new StdioServerTransport();
-    transport.onclose = () => witness.close();
-    await createWitnessServer({ witness, log }).connect(transport);
+    serveStdio(() => createWitnessServer({ witness, log }), {
+      transport: new StdioWire(() => witness.close()),
+      onerror,
+    });
     log('server-started', { transport: 'stdio', role: 'witness', did: key.did });
     return;
   }
@@ -209,9 +235,8 @@ async function main(): Promise<void> {
     return;
   }
 
-  const transport = new StdioServerTransport();
-  transport.onclose = () => orders.close();
-  await createMcpServer().connect(transport);
+  // One connection, in the era its opening picks: a 2025 `initialize` or a 2026 request.
+  serveStdio(createMcpServer, { transport: new StdioWire(() => orders.close()), onerror });
   log('server-started', { transport: 'stdio', ...common });
 }
 

@@ -48,7 +48,8 @@ export type ShopServerOptions = { shop: Shop; log?: ShopLog };
 
 /**
  * The shop's MCP server (SPEC §6): `get_menu`, `negotiate`, `request_invoice`, `fulfill`,
- * `merchant_card`. One instance per MCP session; all instances share the same shop.
+ * `merchant_card`. One instance per HTTP request or stdio connection; all instances share the
+ * same shop, which keeps every order in its store, so no instance holds state of its own.
  */
 export function createShopServer(options: ShopServerOptions): McpServer {
   const { shop } = options;

@@ -98,8 +98,8 @@ describe('the deploy steps, outside Docker', () => {
       code: 0,
       output: 'healthy: shop\n',
     });
-    // The household found no shop at its start and keeps trying PIZZA_URL: it opens a session now.
-    await shop.logged('session-opened');
+    // The household found no shop at its start and keeps trying PIZZA_URL: it connects now.
+    await shop.logged('client-connected');
   });
 
   it('a whole order over the HTTP transport: the child approves with a passkey, the shop fulfils', async () => {

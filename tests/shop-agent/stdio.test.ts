@@ -3,30 +3,50 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { StdioClientTransport as V1StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { decodeJwt } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type DidDocument, KEY_FILE_NAME, openOrderStore } from '../../shop-agent/index.js';
 import { createSettlementFixture } from '../../shop-agent/testing/settlement-fixture.js';
 import { verifyWithDidDocument } from '../../shop-agent/testing/verify-with-did-document.js';
-import { callTool, okContent, REPO_ROOT, SHOP_ARGS, SHOP_COMMAND, shopEnv } from './support.js';
+import {
+  callTool,
+  legacyClient,
+  modernClient,
+  okContent,
+  REPO_ROOT,
+  SHOP_ARGS,
+  SHOP_COMMAND,
+  shopEnv,
+} from './support.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-async function connect(env: Record<string, string>): Promise<Client> {
-  const transport = new StdioClientTransport({
-    command: SHOP_COMMAND,
-    args: SHOP_ARGS,
-    cwd: REPO_ROOT,
-    env: shopEnv(env),
-    stderr: 'ignore',
-  });
-  const client = new Client({ name: 'stdio-test', version: '1.0.0' });
-  await client.connect(transport);
+/** How a client starts the shop: `shop-agent/main.ts` as a child, its stderr dropped. */
+const shopProcess = (env: Record<string, string>) => ({
+  command: SHOP_COMMAND,
+  args: SHOP_ARGS,
+  cwd: REPO_ROOT,
+  env: shopEnv(env),
+  stderr: 'ignore' as const,
+});
+
+async function connect(env: Record<string, string>, client = new Client({ name: 'stdio-test', version: '1.0.0' })) {
+  await client.connect(new StdioClientTransport(shopProcess(env)));
   return client;
 }
+
+function freshDataDir(): string {
+  const dataDir = mkdtempSync(join(tmpdir(), 'shop-stdio-'));
+  cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  return dataDir;
+}
+
+const SHOP_TOOLS = ['fulfill', 'get_menu', 'merchant_card', 'negotiate', 'request_invoice'];
+const NEGOTIATE = { message: 'a deal?', items: [{ sku: 'large-pepperoni', qty: 2 }] };
 
 describe('shop agent over stdio (child process)', () => {
   it('serves menu, negotiate, invoice and fulfil, and keeps key and orders across a restart', async () => {
@@ -79,6 +99,38 @@ describe('shop agent over stdio (child process)', () => {
     expect(store.count()).toBe(1);
     expect(store.get(decodeJwt(invoice).jti as string)?.status).toBe('fulfilled');
   }, 90_000); // two child processes, each compiling TypeScript at start
+
+  it('serves a 2026-07-28 client (v2 SDK, pinned): it negotiates, lists the tools and calls them', async () => {
+    const client = await connect({ SHOP_AGENT_DATA: freshDataDir() }, modernClient('modern-stdio'));
+    cleanup.push(() => client.close());
+    expect(client.getProtocolEra()).toBe('modern');
+    expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+    expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual(SHOP_TOOLS);
+    expect((okContent(await callTool(client, 'get_menu')) as { items: unknown[] }).items).toHaveLength(6);
+    const negotiation = okContent(await callTool(client, 'negotiate', NEGOTIATE)) as {
+      proposal: { totalCents: number };
+    };
+    expect(negotiation.proposal.totalCents).toBe(3000);
+  }, 60_000); // the pinned client probes on a short-lived sibling process first, then starts its own
+
+  it('serves a 2025-11-25 client (v1 SDK): initialize, then it lists the tools and calls them', async () => {
+    const transport = new V1StdioClientTransport(shopProcess({ SHOP_AGENT_DATA: freshDataDir() }));
+    // The v1 client chains a handler set before it connects: every message the shop sent.
+    const received: unknown[] = [];
+    transport.onmessage = (message) => received.push(message);
+    const client = legacyClient('legacy-stdio');
+    await client.connect(transport);
+    cleanup.push(() => client.close());
+    expect(received[0]).toMatchObject({
+      result: { protocolVersion: '2025-11-25', serverInfo: { name: 'pizza-shop' } },
+    });
+    expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual(SHOP_TOOLS);
+    expect((okContent(await callTool(client, 'get_menu')) as { items: unknown[] }).items).toHaveLength(6);
+    const negotiation = okContent(await callTool(client, 'negotiate', NEGOTIATE)) as {
+      proposal: { totalCents: number };
+    };
+    expect(negotiation.proposal.totalCents).toBe(3000);
+  }, 60_000);
 
   it('refuses every fulfil when SHOP_SETTLEMENT_DID is not set', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'shop-stdio-'));

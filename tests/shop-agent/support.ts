@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   createDeterministicClerk,
   createShop,
@@ -31,13 +32,39 @@ export function shopEnv(extra: Record<string, string>): Record<string, string> {
   return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...extra };
 }
 
+/** What {@link callTool} needs of a client: the v2 `Client` and the v1 one both have it. */
+export type ToolCaller = { callTool(params: { name: string; arguments?: Record<string, unknown> }): Promise<unknown> };
+
 /** Call a tool and return its result, typed. */
 export async function callTool(
-  client: Client,
+  client: ToolCaller,
   name: string,
   args: Record<string, unknown> = {},
 ): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult;
+}
+
+/** A v2 client pinned to 2026-07-28: it opens with `server/discover` and never falls back to `initialize`. */
+export function modernClient(name: string): Client {
+  return new Client({ name, version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+}
+
+/** A v1 SDK client (the dev dependency), which speaks 2025-11-25: `initialize`, then requests. */
+export function legacyClient(name: string): V1Client {
+  return new V1Client({ name, version: '1.0.0' });
+}
+
+/** A `fetch` that records what a client sent: each POST's JSON-RPC method, or the HTTP method otherwise. */
+export function recordingFetch(): { fetch: typeof fetch; sent: string[] } {
+  const sent: string[] = [];
+  return {
+    sent,
+    fetch: (input, init) => {
+      const body = typeof init?.body === 'string' ? (JSON.parse(init.body) as { method?: string }) : undefined;
+      sent.push(body?.method ?? init?.method ?? 'GET');
+      return fetch(input, init);
+    },
+  };
 }
 
 /** The structured content of a successful result (fails the test on a refusal). */
@@ -46,14 +73,25 @@ export function okContent(result: CallToolResult): Record<string, unknown> {
   return result.structuredContent as Record<string, unknown>;
 }
 
+/** One JSON log line of a shop process (`{ts, source, event, …}`). */
+export type ShopLogLine = Record<string, unknown> & { event: string };
+
+/** A shop child process in HTTP mode: its port, its log lines so far, and how to stop it. */
+export type HttpShopProcess = {
+  child: ChildProcess;
+  port: number;
+  events: ShopLogLine[];
+  /** The first log line that matches, now or when it comes (an event to wait on, not a sleep). */
+  logged(match: (line: ShopLogLine) => boolean): Promise<ShopLogLine>;
+  stop(): Promise<void>;
+};
+
 /**
- * Start the shop in HTTP mode on a free port and resolve once it logs `server-started`
- * (waiting on the event, not a sleep).
+ * Start the shop in HTTP mode (on a free port, or on `port` to restart it where it was) and
+ * resolve once it logs `server-started` (waiting on the event, not a sleep).
  */
-export function startHttpShop(
-  env: Record<string, string>,
-): Promise<{ child: ChildProcess; port: number; stop(): Promise<void> }> {
-  const child = spawn(SHOP_COMMAND, [...SHOP_ARGS, '--http', '--port', '0'], {
+export function startHttpShop(env: Record<string, string>, options: { port?: number } = {}): Promise<HttpShopProcess> {
+  const child = spawn(SHOP_COMMAND, [...SHOP_ARGS, '--http', '--port', String(options.port ?? 0)], {
     cwd: REPO_ROOT,
     env: shopEnv(env),
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -64,16 +102,32 @@ export function startHttpShop(
       child.once('exit', () => resolve());
       child.kill('SIGTERM');
     });
+  const events: ShopLogLine[] = [];
+  const waiters = new Set<{ match: (line: ShopLogLine) => boolean; resolve: (line: ShopLogLine) => void }>();
+  const logged = (match: (line: ShopLogLine) => boolean) =>
+    new Promise<ShopLogLine>((resolve) => {
+      const seen = events.find(match);
+      if (seen === undefined) waiters.add({ match, resolve });
+      else resolve(seen);
+    });
   return new Promise((resolve, reject) => {
     let buffer = '';
+    let partial = '';
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       buffer += chunk;
-      for (const line of buffer.split('\n')) {
-        if (!line.includes('"server-started"')) continue;
-        const event = JSON.parse(line) as { port: number };
-        resolve({ child, port: event.port, stop });
-        return;
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.startsWith('{')) continue;
+        const event = JSON.parse(line) as ShopLogLine;
+        events.push(event);
+        for (const waiter of waiters) {
+          if (!waiter.match(event)) continue;
+          waiters.delete(waiter);
+          waiter.resolve(event);
+        }
+        if (event.event === 'server-started') resolve({ child, port: event.port as number, events, logged, stop });
       }
     });
     child.once('exit', (code) => reject(new Error(`shop exited with ${code} before starting: ${buffer}`)));
