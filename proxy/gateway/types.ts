@@ -222,7 +222,8 @@ export interface ProxyEvent {
   readonly filter: string;
   /** The tool, the query (search) or the server name (load) the decision was about. */
   readonly tool: string;
-  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'error';
+  /** `ask`: the operation paused to ask the person (SPEC §3.12); its retry is decided afresh. */
+  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'ask' | 'error';
   readonly reason?: string;
   readonly durationUs: number;
 }
