@@ -19,14 +19,17 @@ import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessPredicate } from '../filters/access-control';
 import { matchNameGlob } from '../filters/match-name-glob';
-import {
-  createGateway,
-  type GatewayOptions,
-  gatewayInternals,
-  type SessionConnection,
-} from '../gateway/create-gateway';
+import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
 import { scopeDigest } from '../gateway/discovery-scope';
-import type { CallContext, DiscoveryScope, Gateway, Principal, ProxyEvent, ServerFacts } from '../gateway/types';
+import type {
+  CallContext,
+  DiscoveryScope,
+  Gateway,
+  ListingConnection,
+  Principal,
+  ProxyEvent,
+  ServerFacts,
+} from '../gateway/types';
 import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
@@ -131,19 +134,16 @@ function transparentGateway(
   log: (line: string) => void,
 ): Gateway {
   const filters = options.gateway ?? {};
-  return createGateway(
-    {
-      ...filters,
-      accessControl: toolAccess(config, options),
-      embeddings: false,
-      logger: {
-        info: log,
-        error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
-      },
-      extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+  return createGateway({
+    ...filters,
+    accessControl: toolAccess(config, options),
+    embeddings: false,
+    logger: {
+      info: log,
+      error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
     },
-    'listing',
-  );
+    extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+  });
 }
 
 // Upstream notifications passed on to the client. Progress is relayed per call, cancellation by signal.
@@ -284,7 +284,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   }
 
   // The session's own upstream connection, reached only through the gateway's dispatch.
-  const connection: SessionConnection = {
+  const connection: ListingConnection = {
     get facts() {
       return facts();
     },
@@ -321,7 +321,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       }
     },
   };
-  gatewayInternals(gateway).attach(session, connection);
 
   // The upstream's own requests go to this session's client, tied to the tool call in flight.
   const relay: ServerRequestRelay = {
@@ -429,6 +428,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       const context: CallContext = {
         principal: options.principal,
         scope,
+        listing: connection,
         signal: ctx.mcpReq.signal,
         ...(formCapable && {
           elicit: (params) =>
@@ -596,7 +596,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   function close(): Promise<void> {
     if (closing) return closing;
     stopping = true;
-    gatewayInternals(gateway).detach(session);
     // Assigned before anything is closed: closing a transport reports back synchronously through
     // `onclose`, which calls this again and must find the shutdown already under way (no recursion).
     closing = Promise.resolve()
@@ -653,8 +652,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       config = next;
       access = listingAccess(next, options);
       gateway = nextGateway;
-      const internals = gatewayInternals(nextGateway);
-      internals.attach(session, connection);
       if (fresh !== undefined) {
         // What may be called is what the new upstream lists: its catalog is read at the next call.
         upstream = { client: fresh, target: next.upstream };
@@ -664,7 +661,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
           else void previous.client.close();
         }
       }
-      gatewayInternals(previousGateway).detach(session);
       void previousGateway.close();
       if (fresh !== undefined && clientReady) {
         await server
