@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { isInputRequired } from '../gateway/input-required';
 import type { CallContext, DiscoveryScope, Gateway, Principal } from '../gateway/types';
 import { type InputRounds, localInputRounds } from './input-rounds';
-import { toToolResult } from './to-tool-result';
+import { type FaultLog, toToolResult } from './to-tool-result';
 
 /** The discovery handle argument (docs/protocol.md): an opaque id, checked with the principal. */
 const handleInput = z.string().max(64).optional();
@@ -241,12 +241,14 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
 
 /**
  * Answers one meta-tool call for any face (SPEC §3.4): `search_tools`, `call_tool` or
- * `load_mcp_server` through the gateway, in `context`. Refusals and faults are `isError` results.
+ * `load_mcp_server` through the gateway, in `context`. Refusals and faults are `isError` results;
+ * a fault's cause goes to `log` (default stderr), never to the caller.
  */
 export async function answerMetaTool(
   gateway: Gateway,
   call: { readonly name: string; readonly arguments?: Record<string, unknown> | undefined },
   context: CallContext,
+  log?: FaultLog,
 ): Promise<CallToolResult> {
   const args = call.arguments ?? {};
   try {
@@ -265,6 +267,6 @@ export async function answerMetaTool(
     }
   } catch (error) {
     if (isInputRequired(error)) throw error;
-    return toToolResult(error);
+    return toToolResult(error, `${call.name} failed`, log);
   }
 }
