@@ -1,4 +1,4 @@
-import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { createMcpHandler, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
 import type { InputRounds } from './input-rounds';
 import { createSearchModeServer } from './search-mode-server';
@@ -17,15 +17,21 @@ export interface StatelessLeg {
  * store keeps and what a request state carries (`rounds`, shared by replicas).
  */
 export function createStatelessHandler(gateway: Gateway, rounds?: InputRounds): StatelessLeg {
+  return createStatelessLeg((principal) =>
+    createSearchModeServer(gateway, { principal, era: 'modern', ...(rounds !== undefined && { rounds }) }),
+  );
+}
+
+/**
+ * A stateless leg for any face (search or transparent mode): the SDK's handler, modern-only,
+ * answering each request with the server `serverFor` builds for the request's principal.
+ */
+export function createStatelessLeg(serverFor: (principal: Principal) => Server | Promise<Server>): StatelessLeg {
   const handler: McpHttpHandler = createMcpHandler(
     ({ authInfo }) => {
       // The face always hands the principal through; a request without one is served to no one.
       if (authInfo === undefined) throw new Error('a stateless request reached the handler without its principal');
-      return createSearchModeServer(gateway, {
-        principal: { id: authInfo.clientId },
-        era: 'modern',
-        ...(rounds !== undefined && { rounds }),
-      });
+      return serverFor({ id: authInfo.clientId });
     },
     { legacy: 'reject' },
   );
