@@ -1,6 +1,6 @@
 import { loadConfig } from '../config';
 import { gatewayOptionsFromConfig } from '../from-config';
-import { type FilterOptions, gatewayInternals, type Reconfiguration } from '../gateway/create-gateway';
+import type { FilterOptions, Reconfiguration, ReconfigureReport } from '../gateway/create-gateway';
 import type { CallFilter, Gateway } from '../gateway/types';
 
 /** Options of {@link reloadServers}. */
@@ -56,9 +56,9 @@ export async function reloadServers(options: ReloadServersOptions): Promise<Relo
     log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
     return unchanged;
   }
-  let report: Awaited<ReturnType<ReturnType<typeof gatewayInternals>['reconfigure']>>;
+  let report: ReconfigureReport;
   try {
-    report = await gatewayInternals(gateway).reconfigure(next);
+    report = await gateway.reconfigure(next);
   } catch (error) {
     log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
     return unchanged;

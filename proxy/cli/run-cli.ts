@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { loadConfig, resolveConfigPath } from '../config';
 import { createTokenCredentials, resolveTokensPath } from '../credentials/index';
 import { ProxyError } from '../errors';
@@ -18,7 +19,7 @@ import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { reloadServers } from './reload-servers';
 import { runTransparentCli } from './run-transparent-cli';
 import { StdioTransport } from './stdio-transport';
-import { describeStore, openDiscoveryStore, parseStoreUrl } from './store-url';
+import { describeStore, openDiscoveryStore, openInputRounds, parseStoreUrl } from './store-url';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -249,6 +250,7 @@ export async function runCli(argv: string[]): Promise<number> {
   let configPath: string;
   let running: Gateway;
   let discoveryStore: DiscoveryStore | undefined;
+  let inputRounds: ReturnType<typeof openInputRounds> | undefined;
   let inboundTokens: readonly InboundToken[] | undefined;
   try {
     const path = resolveConfigPath({
@@ -283,6 +285,7 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     const store = parseStoreUrl(values.store, path);
     discoveryStore = openDiscoveryStore(store);
+    inputRounds = openInputRounds(store);
     logLine(`store: ${describeStore(store)}`);
     gatewayOptions = { ...gatewayOptions, discoveryStore };
     const regoPath = config.filters.rego_policy;
@@ -292,10 +295,16 @@ export async function runCli(argv: string[]): Promise<number> {
     running = createGateway(gatewayOptions);
   } catch (error) {
     await discoveryStore?.close();
+    await inputRounds?.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
   const openedStore = discoveryStore;
+  const { rounds, close: closeRounds } = inputRounds as NonNullable<typeof inputRounds>;
+  const closeStores = async () => {
+    await openedStore.close();
+    await closeRounds();
+  };
 
   // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can
@@ -320,7 +329,7 @@ export async function runCli(argv: string[]): Promise<number> {
   } catch (error) {
     process.off('SIGHUP', onHangup);
     await running.close();
-    await openedStore.close();
+    await closeStores();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
@@ -339,6 +348,7 @@ export async function runCli(argv: string[]): Promise<number> {
       port,
       allowedHosts: values['allowed-host'] ?? [],
       ...(inboundTokens !== undefined && { inboundTokens }),
+      rounds,
       ...(maxSessions !== undefined && { maxSessions, maxSessionsPerAddress: maxSessions }),
     });
     process.stderr.write(`[extensible-mcp] serving Streamable HTTP at ${endpoint.url}\n`);
@@ -347,25 +357,29 @@ export async function runCli(argv: string[]): Promise<number> {
       release();
       await endpoint.close();
       await running.close();
-      await openedStore.close();
+      await closeStores();
     });
   }
   // The proxy's own stdio transport: an oversized or malformed line is answered with a JSON-RPC
   // error instead of closing the session; end of stdin closes it.
   const transport = new StdioTransport();
-  const closed = new Promise<void>((resolve) => {
-    transport.onclose = resolve;
-  });
-  // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
-  const server = createSearchModeServer(running, { principal: { id: `user:${userInfo().username}` } });
-  server.onerror = (error) => logLine(error.message);
-  await server.connect(transport);
+  // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5). The opening
+  // exchange picks the era (a 2025 `initialize`, or a 2026 request), served by one instance.
+  const principal = { id: `user:${userInfo().username}` };
+  serveStdio(
+    ({ era }) => {
+      const server = createSearchModeServer(running, { principal, era, rounds });
+      server.onerror = (error) => logLine(error.message);
+      return server;
+    },
+    { transport, onerror: (error) => logLine(error.message) },
+  );
   return waitForShutdown(async () => {
     // No new request is read once shutdown begins: a call arriving now would reconnect (respawn)
     // the downstreams being closed.
     await transport.close();
     release();
     await running.close();
-    await openedStore.close();
-  }, closed);
+    await closeStores();
+  }, transport.closed);
 }

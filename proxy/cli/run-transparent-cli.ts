@@ -6,10 +6,12 @@ import { ProxyError } from '../errors';
 import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
+import { createStatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
 import { loadTransparentConfig } from '../transparent/load-transparent-config';
 import type { TransparentConfig } from '../transparent/transparent-config';
+import { createTransparentRequests, type TransparentRequests } from '../transparent/transparent-requests';
 import { readTransparentEnv } from './transparent-env';
 
 /** Where the CLI reads and writes; defaults to the process's own streams and environment. */
@@ -152,6 +154,8 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 
   const live = new Set<TransparentProxy>();
+  // Over HTTP, the face for 2026-07-28 requests (stdio serves one 2025 session).
+  let requests = flags.http === true ? createTransparentRequests({ config, log: say }) : undefined;
   const open = (principal: Principal): TransparentProxy => {
     const proxy = createTransparentProxy({ config, principal, log: say });
     live.add(proxy);
@@ -184,6 +188,13 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
         return;
       }
       config = next;
+      // 2026 requests use the new config from the next request on; the old connections close
+      // after a grace that lets the calls in flight on them finish.
+      const previous = requests;
+      if (previous !== undefined) {
+        requests = createTransparentRequests({ config, log: say });
+        setTimeout(() => void previous.close(), 60_000).unref();
+      }
       say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
     });
   };
@@ -193,6 +204,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
       ? await serveOverHttp({
           open,
           live,
+          requests: () => requests as TransparentRequests,
           say,
           host: flags.host ?? '127.0.0.1',
           port,
@@ -249,6 +261,8 @@ async function serveOverStdio(options: {
 async function serveOverHttp(options: {
   readonly open: (principal: Principal) => TransparentProxy;
   readonly live: ReadonlySet<TransparentProxy>;
+  /** The face for 2026-07-28 requests under the config in force. */
+  readonly requests: () => TransparentRequests;
   readonly say: (line: string) => void;
   readonly host: string;
   readonly port: number;
@@ -258,14 +272,19 @@ async function serveOverHttp(options: {
   readonly describe: () => string;
 }): Promise<number> {
   const { say } = options;
-  const endpoint = await serveSessions((transport, principal) => options.open(principal).connect(transport), {
-    host: options.host,
-    port: options.port,
-    maxSessions: options.maxSessions,
-    maxSessionsPerAddress: options.maxSessions,
-    allowedHosts: options.allowedHosts,
-    ...(options.inboundTokens !== undefined && { inboundTokens: options.inboundTokens }),
-  });
+  const endpoint = await serveSessions(
+    (transport, principal) => options.open(principal).connect(transport),
+    {
+      host: options.host,
+      port: options.port,
+      maxSessions: options.maxSessions,
+      maxSessionsPerAddress: options.maxSessions,
+      allowedHosts: options.allowedHosts,
+      ...(options.inboundTokens !== undefined && { inboundTokens: options.inboundTokens }),
+    },
+    // 2026-07-28 requests: no session, a server per request over the pooled upstream connections.
+    createStatelessLeg((principal) => options.requests().serverFor(principal)),
+  );
   say(
     `serving ${options.describe()} at ${endpoint.url} (transparent mode, Streamable HTTP, at most ${options.maxSessions} sessions)`,
   );
@@ -276,5 +295,6 @@ async function serveOverHttp(options: {
   say('shutting down');
   await endpoint.close();
   await Promise.allSettled([...options.live].map((proxy) => proxy.close()));
+  await options.requests().close();
   return TRANSPARENT_EXIT.ok;
 }

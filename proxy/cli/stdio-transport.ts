@@ -134,6 +134,11 @@ export class StdioTransport implements Transport {
   #skipping: TopLevelScanner | undefined;
   #started = false;
   #closed = false;
+  #settle: () => void = () => {};
+  /** Settles once the transport closed (end of stdin, or `close()`), whoever owns `onclose`. */
+  readonly closed = new Promise<void>((resolve) => {
+    this.#settle = resolve;
+  });
 
   constructor(options: StdioTransportOptions = {}) {
     this.#stdin = options.stdin ?? process.stdin;
@@ -233,6 +238,7 @@ export class StdioTransport implements Transport {
     this.#stdin.pause();
     this.#line = [];
     this.#skipping = undefined;
+    this.#settle();
     this.onclose?.();
   }
 

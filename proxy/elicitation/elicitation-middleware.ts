@@ -4,6 +4,7 @@ import type {
   PrimitiveSchemaDefinition,
   Tool,
 } from '@modelcontextprotocol/server';
+import { isInputRequired } from '../gateway/input-required';
 import type {
   ElicitationPolicy,
   ElicitFieldCopy,
@@ -261,6 +262,7 @@ export function elicitationMiddleware(policy: ElicitationPolicy): ElicitationMid
         requestedSchema: { type: 'object', properties: requestedProperties, required: [...missing] },
       });
     } catch (error) {
+      if (isInputRequired(error)) throw error;
       return blocked(call, {
         reason: 'elicitation_failed',
         status: 'failed',

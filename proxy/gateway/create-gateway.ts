@@ -31,7 +31,6 @@ import type {
   CallFilter,
   CallInput,
   CallRequest,
-  DiscoverySource,
   DispatchOutcome,
   DownstreamSpec,
   EventHook,
@@ -214,47 +213,15 @@ function elapsedUs(start: bigint): number {
   return Number((process.hrtime.bigint() - start) / 1000n);
 }
 
-/** Internal seams for faces inside `proxy/` (never exported from the public entry). */
-export interface GatewayInternals {
-  /** A transparent face attaches its session's own upstream connection. */
-  attach(session: string, connection: SessionConnection): void;
-  detach(session: string): void;
-  /**
-   * Operator-only (SIGHUP): rebuilds the pipelines from new filter settings, admits new servers,
-   * re-points servers whose spec changed and drops removed ones. Runtime loads are untouched; a
-   * retired connection is closed once the calls in flight on it have ended (never cut mid-call).
-   */
-  reconfigure(next: Reconfiguration): Promise<ReconfigureReport>;
-}
-
-/** A per-session upstream connection (transparent mode opens one per client session, SPEC §3.10). */
-export interface SessionConnection {
-  readonly facts: ServerFacts;
-  /**
-   * The upstream's current definition of `tool`, or `undefined` when it does not list it now: the
-   * stamp filters read, and what transparent mode's gate allows (SPEC §3.5). No earlier listing
-   * by the client is needed.
-   */
-  find(tool: string): Promise<Tool | undefined>;
-  call(tool: string, args: Record<string, unknown>, context: CallContext): Promise<CallToolResult>;
-}
-
-const internalsOf = new WeakMap<Gateway, GatewayInternals>();
-
-/** The internal seams of a gateway built by {@link createGateway}; faces only. */
-export function gatewayInternals(gateway: Gateway): GatewayInternals {
-  const internals = internalsOf.get(gateway);
-  if (!internals) throw new TypeError('Not a gateway built by createGateway.');
-  return internals;
-}
-
 /**
  * Builds the gateway (SPEC §3.12): the downstream registry, the hybrid index, the four pipelines
  * in their fixed order (assembled here and nowhere else) and dispatch. The discovery gate is part
  * of the call pipeline and cannot be configured away; local tools go through the same pipeline
- * as downstream tools. `discovery` says how the face supplies "discovered" (SPEC §3.5).
+ * as downstream tools. The face says how "discovered" is supplied (SPEC §3.5): by default what
+ * `search` recorded in the caller's scope; with a `listing` connection in the context (transparent
+ * mode), what that connection lists now.
  */
-export function createGateway(options: GatewayOptions = {}, discovery: DiscoverySource = 'search'): Gateway {
+export function createGateway(options: GatewayOptions = {}): Gateway {
   const logger = options.logger ?? stderrLogger;
   const log = (line: string) => logger.info(line);
   const callTimeoutMs = options.callTimeoutMs ?? 60_000;
@@ -262,7 +229,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
   const downstreams = new Map<string, Downstream>();
   /** Names being admitted right now: admission is serialised per name (SPEC §3.4). */
   const admitting = new Set<string>();
-  const sessions = new Map<string, SessionConnection>();
   /** Calls in flight per downstream, by server name: whom a downstream's own request belongs to. */
   const inFlight = new Map<Downstream, Set<{ readonly context: CallContext }>>();
   const localTools = new Map<string, LocalTool>();
@@ -322,6 +288,12 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     ? Object.fromEntries(Object.entries(governance.bundles).map(([name, governed]) => [name, governed.bundle]))
     : {};
   /** The four pipelines built from the filter options; a reload builds them again (SPEC §3.6). */
+  const searched = discoveryGate({ store });
+  const listed = listingGate();
+  /** The discovery gate (SPEC §3.5), supplied by the face: its listing connection, else the store. */
+  const discovered: CallFilter = function discoveryGate(request, context) {
+    return context.listing !== undefined ? listed(request, context) : searched(request, context);
+  };
   function assemble(filters: FilterOptions) {
     const access = accessControl(filters.accessControl ?? {});
     return {
@@ -335,7 +307,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       ] as SearchFilter[],
       call: [
         access.call,
-        discovery === 'listing' ? listingGate() : discoveryGate({ store }),
+        discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),
         ...(governance
@@ -546,7 +518,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
    * principal's) is replaced by a fresh one, since a search grants nothing by itself. Returns the
    * handle to pass back, for a handle scope.
    */
-  async function discovered(names: readonly string[], context: CallContext): Promise<string | undefined> {
+  async function remember(names: readonly string[], context: CallContext): Promise<string | undefined> {
     const { principal, scope } = context;
     if (scope.kind === 'session') {
       const key = scopeKey(principal, scope);
@@ -561,21 +533,16 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     return kept;
   }
 
-  /** A transparent session's own upstream connection, by the session scope it was attached under. */
-  function sessionOf(context: CallContext): SessionConnection | undefined {
-    return context.scope.kind === 'session' ? sessions.get(context.scope.id) : undefined;
-  }
-
   /** What the gateway knows about `tool` for this session: the stamp every filter reads. */
   async function stamp(input: CallInput, context: CallContext): Promise<CallRequest> {
     let server: ServerFacts | undefined;
     let toolName: string | undefined;
     let inputSchema: Tool['inputSchema'] | undefined;
     let hasOutputSchema = false;
-    if (discovery === 'listing') {
-      const connection = sessionOf(context);
-      const listed = await connection?.find(input.tool);
-      if (connection && listed) {
+    const connection = context.listing;
+    if (connection !== undefined) {
+      const listed = await connection.find(input.tool);
+      if (listed) {
         server = connection.facts;
         toolName = listed.name;
         inputSchema = listed.inputSchema;
@@ -602,6 +569,35 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
     };
   }
 
+  /**
+   * {@link stamp} inside the fail-closed rule: the host's route resolver and a transparent face's
+   * listing run there, and a fault in either refuses the call, logged with its cause and reported
+   * as an event; the caller sees a ProxyError's message, else a generic reason.
+   */
+  async function stampOrRefuse(input: CallInput, context: CallContext): Promise<CallRequest | CallToolResult> {
+    const start = process.hrtime.bigint();
+    try {
+      return await stamp(input, context);
+    } catch (error) {
+      logger.error(`looking up tool ${input.tool} failed`, error);
+      const reason = ProxyError.isInstance(error)
+        ? error.message
+        : `Refused: the proxy could not look up "${input.tool}", so the call was blocked (fail closed).`;
+      emit({
+        ts: new Date().toISOString(),
+        principal: context.principal.id,
+        scope: scopeDigest(context.principal, context.scope),
+        pipeline: 'call',
+        filter: 'stamp',
+        tool: input.tool,
+        decision: 'error',
+        reason,
+        durationUs: elapsedUs(start),
+      });
+      return textResult(reason, true);
+    }
+  }
+
   async function credentialFieldsOf(server: ServerFacts): Promise<readonly string[]> {
     if (!governance) return [];
     const route = await governance.resolve(server);
@@ -621,7 +617,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
           return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
         return { status: 'completed', result: await local.handler({ ...request.arguments }, context) };
       }
-      const target = (discovery === 'listing' ? sessionOf(context) : undefined) ?? downstreams.get(request.server.name);
+      const target = context.listing ?? downstreams.get(request.server.name);
       const toolName = request.toolName;
       if (!target || toolName === undefined) {
         return { status: 'failed', reason: `Unknown tool "${request.tool}". Use search_tools to find tools.` };
@@ -678,25 +674,22 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
         if (visible.length >= query.topK || ranked.length < window) break;
       }
       const hits = visible.slice(0, query.topK);
-      const handle =
-        discovery === 'search'
-          ? await discovered(
-              hits.map((hit) => hit.name),
-              context,
-            )
-          : undefined;
+      const handle = await remember(
+        hits.map((hit) => hit.name),
+        context,
+      );
       return { mode: index.mode, hits, ...(handle !== undefined && { handle }), connecting: [...admitting] };
     },
 
     async call(input, context) {
-      const request = await stamp(input, context);
+      const request = await stampOrRefuse(input, context);
+      if ('content' in request) return request;
       const decided = await runCallPipeline(pipelines.call, request, { context, reporter });
       if (!decided.allowed) return decided.result ?? textResult(decided.reason, true);
       // A filter that renamed the tool gets the stamp of the tool it named, never the old one's server.
-      const final =
-        decided.value.tool === request.tool
-          ? decided.value
-          : { ...(await stamp(decided.value, context)), arguments: decided.value.arguments };
+      const renamed = decided.value.tool === request.tool ? undefined : await stampOrRefuse(decided.value, context);
+      if (renamed !== undefined && 'content' in renamed) return renamed;
+      const final = renamed === undefined ? decided.value : { ...renamed, arguments: decided.value.arguments };
       const start = process.hrtime.bigint();
       const outcome = await decided.wrap(() => dispatch(final, context));
       if (outcome.status !== 'completed') {
@@ -826,15 +819,7 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       await Promise.allSettled([...loadDispatchers.values()].map((dispatcher) => dispatcher.close()));
       if (ownsEmbedder) await (await embedder)?.close?.();
     },
-  };
 
-  internalsOf.set(gateway, {
-    attach(session, connection) {
-      sessions.set(session, connection);
-    },
-    detach(session) {
-      sessions.delete(session);
-    },
     async reconfigure(next) {
       // Filters first: a bad pattern throws here and nothing has changed yet.
       const rebuilt = assemble(next);
@@ -882,6 +867,6 @@ export function createGateway(options: GatewayOptions = {}, discovery: Discovery
       }
       return { added, repointed, removed, failed, tools };
     },
-  });
+  };
   return gateway;
 }

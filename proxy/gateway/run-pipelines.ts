@@ -1,5 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { scopeDigest } from './discovery-scope';
+import { isInputRequired } from './input-required';
 import type {
   CallContext,
   CallFilter,
@@ -59,7 +60,8 @@ function elapsedUs(start: bigint): number {
 /**
  * The one place that knows ordering and short-circuit: runs each step in order, passes a
  * rewritten value to the next step, stops at the first deny, and treats a throwing step as a
- * deny (fail closed) whose raw error is logged, never shown.
+ * deny (fail closed) whose raw error is logged, never shown. A step that must ask the person
+ * first ({@link isInputRequired}) stops the chain for this round.
  */
 async function runChain<T>(initial: T, options: ChainOptions<T>): Promise<PipelineOutcome<T>> {
   const { pipeline, context, reporter } = options;
@@ -78,6 +80,16 @@ async function runChain<T>(initial: T, options: ChainOptions<T>): Promise<Pipeli
     try {
       verdict = await step(value);
     } catch (error) {
+      // A question for the person is no fault: the face asks it, and the retry runs the chain again.
+      if (isInputRequired(error)) {
+        report(reporter, {
+          ...event,
+          decision: 'ask',
+          reason: 'asked the client for input',
+          durationUs: elapsedUs(start),
+        });
+        throw error;
+      }
       reporter.onFilterError(filter, error);
       const reason = `Refused: the ${filter} check failed, so the request was blocked (fail closed).`;
       report(reporter, { ...event, decision: 'error', reason, durationUs: elapsedUs(start) });

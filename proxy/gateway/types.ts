@@ -7,6 +7,7 @@ import type {
   Tool,
   Transport,
 } from '@modelcontextprotocol/server';
+import type { Reconfiguration, ReconfigureReport } from './create-gateway';
 
 /**
  * The gateway's public contract (SPEC §3.12). Every face (the search-mode MCP server, the
@@ -75,6 +76,12 @@ export interface CallContext {
   readonly relay?: RelayRequest;
   /** What the session's client declared at `initialize` (which relayed requests it can answer). */
   readonly clientCapabilities?: ClientCapabilities;
+  /**
+   * How "discovered" is supplied (SPEC §3.5): absent, what {@link Gateway.search} recorded in
+   * `scope`; a transparent face's upstream connection, what that connection lists now. The gate
+   * itself has no off switch.
+   */
+  readonly listing?: ListingConnection;
 }
 
 /** A tool as search ranks it and the search pipeline sees it, stamped by the gateway. */
@@ -222,7 +229,8 @@ export interface ProxyEvent {
   readonly filter: string;
   /** The tool, the query (search) or the server name (load) the decision was about. */
   readonly tool: string;
-  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'error';
+  /** `ask`: the operation paused to ask the person (SPEC §3.12); its retry is decided afresh. */
+  readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'ask' | 'error';
   readonly reason?: string;
   readonly durationUs: number;
 }
@@ -231,11 +239,18 @@ export interface ProxyEvent {
 export type EventHook = (event: ProxyEvent) => void;
 
 /**
- * How a face supplies "discovered" (SPEC §3.5): a search face by what {@link Gateway.search}
- * returned to the session; a transparent face by the `tools/list` answer the session received.
- * The gate itself has no off switch.
+ * The upstream connection a transparent face hands the gateway in each call's context (SPEC §3.5,
+ * §3.10): what may be called is what it lists now, and the call goes to it.
  */
-export type DiscoverySource = 'search' | 'listing';
+export interface ListingConnection {
+  readonly facts: ServerFacts;
+  /**
+   * The upstream's current definition of `tool`, or `undefined` when it does not list it now: the
+   * stamp filters read, and what the discovery gate allows. No earlier listing by the client is needed.
+   */
+  find(tool: string): Promise<Tool | undefined>;
+  call(tool: string, args: Record<string, unknown>, context: CallContext): Promise<CallToolResult>;
+}
 
 /** What {@link Gateway.admit} connected. */
 export interface AdmitReport {
@@ -265,6 +280,13 @@ export interface Gateway {
   admit(name: string, spec: DownstreamSpec): Promise<AdmitReport>;
   /** Connects every configured server; unreachable ones are reported, not fatal. */
   start(): Promise<StartReport>;
+  /**
+   * Operator-only (SIGHUP): rebuilds the pipelines from new filter settings, admits new servers,
+   * re-points servers whose spec changed and drops removed ones. Runtime loads are untouched; a
+   * retired connection is closed once the calls in flight on it have ended (never cut mid-call).
+   * Never reachable from a model.
+   */
+  reconfigure(next: Reconfiguration): Promise<ReconfigureReport>;
   /** How search ranks right now. */
   readonly searchMode: SearchMode;
   /** Resolves once the model has loaded (or failed to) and every indexed tool is embedded. */

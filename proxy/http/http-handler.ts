@@ -6,6 +6,7 @@ import {
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
+import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { type InboundToken, inboundPrincipal } from './inbound-tokens';
@@ -34,6 +35,11 @@ export interface HttpHandlerOptions {
   readonly idleTimeoutMs?: number;
   /** Largest request body accepted, in bytes. Default 4 MiB. */
   readonly maxBodyBytes?: number;
+  /**
+   * How questions to the person travel in both legs (SPEC §3.12): replicas behind one address
+   * share the key and the ledger. Default: this process's own rounds.
+   */
+  readonly rounds?: InputRounds;
   /**
    * The inbound clients' bearer tokens (SPEC §3.5): a request must present one, and its name is
    * the principal (`token:<name>`). Absent: no authentication, and every client is `anonymous`.
@@ -139,10 +145,11 @@ async function readBody(
  * a body limit, and `Host`/`Origin` checks so a web page cannot reach it through DNS rebinding.
  */
 export function createHttpHandler(gateway: Gateway, options: HttpHandlerOptions): HttpHandler {
+  const rounds = options.rounds ?? localInputRounds();
   return createSessionHttpHandler(
-    (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
+    (transport, principal) => createSearchModeServer(gateway, { principal, rounds }).connect(transport),
     options,
-    createStatelessHandler(gateway),
+    createStatelessHandler(gateway, rounds),
   );
 }
 

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import type { Gateway } from '../gateway/types';
+import { localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { type ConnectSession, createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
@@ -57,10 +58,11 @@ async function writeResponse(response: Response, target: ServerResponse): Promis
  * bound address (or an extra allowed host).
  */
 export function serveHttp(gateway: Gateway, options: ServeHttpOptions = {}): Promise<HttpEndpoint> {
+  const rounds = options.rounds ?? localInputRounds();
   return serveSessions(
-    (transport, principal) => createSearchModeServer(gateway, { principal }).connect(transport),
+    (transport, principal) => createSearchModeServer(gateway, { principal, rounds }).connect(transport),
     options,
-    createStatelessHandler(gateway),
+    createStatelessHandler(gateway, rounds),
   );
 }
 

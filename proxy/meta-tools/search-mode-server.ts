@@ -1,10 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { ResultSchema } from '@modelcontextprotocol/core';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
-import { Server } from '@modelcontextprotocol/server';
+import {
+  type CallToolResult,
+  CLIENT_CAPABILITIES_META_KEY,
+  type ClientCapabilities,
+  Server,
+  type ServerContext,
+  type Tool,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { isInputRequired } from '../gateway/input-required';
 import type { CallContext, DiscoveryScope, Gateway, Principal } from '../gateway/types';
-import { toToolResult } from './to-tool-result';
+import { type InputRounds, localInputRounds } from './input-rounds';
+import { type FaultLog, toToolResult } from './to-tool-result';
 
 /** The discovery handle argument (docs/protocol.md): an opaque id, checked with the principal. */
 const handleInput = z.string().max(64).optional();
@@ -154,35 +162,48 @@ export interface SearchModeServerOptions {
    * How the connection carries its discovery scope: `connection` (default) is its MCP session
    * (the `Mcp-Session-Id`, else the connection itself); `handle` is a sessionless client's
    * handle argument; a session scope given here is the host's own (the app's chat session).
+   * A `modern` instance always carries handles.
    */
   readonly scope?: 'connection' | 'handle' | { readonly kind: 'session'; readonly id: string };
+  /**
+   * The protocol era the instance serves, as the SDK's factory says (docs/protocol.md): `legacy`
+   * (default) is a 2025-11-25 session; `modern` serves 2026-07-28 requests, sessionless.
+   */
+  readonly era?: 'legacy' | 'modern';
+  /** How questions to the person travel (SPEC §3.12); by default rounds of this process only. */
+  readonly rounds?: InputRounds;
+}
+
+/** What the client declared: per request on 2026-07-28, at `initialize` on 2025. */
+function clientCapabilitiesOf(server: Server, ctx: ServerContext): ClientCapabilities {
+  const declared = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
+  return (declared as ClientCapabilities | undefined) ?? server.getClientCapabilities() ?? {};
 }
 
 /**
- * The search-mode face (SPEC §3.4): a new MCP server for one client connection, offering exactly
- * the three meta-tools over `gateway`, every call made as `options.principal` in the scope the
- * connection carries.
+ * The search-mode face (SPEC §3.4): a new MCP server for one client connection (2025) or one
+ * request (2026), offering exactly the three meta-tools over `gateway`, every call made as
+ * `options.principal` in the scope the connection carries. A filter's question to the person is
+ * an input round (`input_required`, pushed to a 2025 client by the SDK); a refused call is a
+ * warning on the client's log, at the level the client set (2025 `logging/setLevel`, or 2026's
+ * per-request `logLevel`).
  */
 export function createSearchModeServer(gateway: Gateway, options: SearchModeServerOptions): Server {
   const connectionId = randomUUID();
-  const carried = options.scope ?? 'connection';
+  const modern = options.era === 'modern';
+  const carried = modern ? 'handle' : (options.scope ?? 'connection');
+  const rounds = options.rounds ?? localInputRounds();
   const server = new Server(
     { name: 'extensible-mcp', version: '0.1.0' },
-    // `logging`: the client may set a level (`logging/setLevel`, kept per session by the SDK) and
-    // then receives the refusals of its own calls as `notifications/message` warnings.
-    { capabilities: { tools: {}, logging: {} }, instructions: searchModeInstructions },
+    {
+      capabilities: { tools: {}, logging: {} },
+      instructions: searchModeInstructions,
+      requestState: { verify: rounds.verify },
+    },
   );
   server.setRequestHandler('tools/list', () => ({ tools: metaTools }));
-  /** A refused or failed call, as a warning on the session's log (if its level lets warnings through). */
-  const logRefusal = async (result: CallToolResult, sessionId: string | undefined) => {
-    const text = result.content.map((block) => (block.type === 'text' ? block.text : '')).join(' ');
-    await server
-      .sendLoggingMessage({ level: 'warning', logger: 'extensible-mcp', data: text.slice(0, 2_000) }, sessionId)
-      .catch(() => undefined);
-  };
   server.setRequestHandler('tools/call', async (request, ctx) => {
-    const clientCapabilities = server.getClientCapabilities() ?? {};
-    const elicitation = clientCapabilities.elicitation;
+    const clientCapabilities = clientCapabilitiesOf(server, ctx);
     const scope: DiscoveryScope =
       carried === 'connection'
         ? { kind: 'session', id: ctx.sessionId ?? connectionId }
@@ -193,19 +214,26 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
       principal: options.principal,
       scope,
       signal: ctx.mcpReq.signal,
-      // A downstream's own requests during this call reach this client, tied to this request (SPEC §3.10).
       clientCapabilities,
-      relay: (relayed, options) => ctx.mcpReq.send(relayed as never, ResultSchema, options),
-      ...(elicitation && {
-        elicit: (params) => server.elicitInput(params, { relatedRequestId: ctx.mcpReq.id, timeout: 10 * 60_000 }),
+      // A downstream's own requests during this call reach this 2025 client, tied to this request
+      // (SPEC §3.10). A 2026 request cannot be sent requests: they are refused (docs/protocol.md).
+      ...(!modern && {
+        relay: (relayed, relayOptions) => ctx.mcpReq.send(relayed as never, ResultSchema, relayOptions),
       }),
     };
-    const result = await answerMetaTool(
-      gateway,
-      { name: request.params.name, arguments: request.params.arguments },
-      context,
+    const { name, arguments: args } = request.params;
+    const result = await rounds.run(
+      ctx,
+      { principal: options.principal, method: 'tools/call', name, arguments: args },
+      clientCapabilities.elicitation !== undefined,
+      (elicit) => answerMetaTool(gateway, { name, arguments: args }, { ...context, ...(elicit && { elicit }) }),
     );
-    if (request.params.name === 'call_tool' && result.isError) await logRefusal(result, ctx.sessionId);
+    if (name === 'call_tool' && result.isError === true) {
+      const text = (result as CallToolResult).content
+        .map((block) => (block.type === 'text' ? block.text : ''))
+        .join(' ');
+      await ctx.mcpReq.log('warning', text.slice(0, 2_000), 'extensible-mcp').catch(() => undefined);
+    }
     return result;
   });
   return server;
@@ -213,12 +241,14 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
 
 /**
  * Answers one meta-tool call for any face (SPEC §3.4): `search_tools`, `call_tool` or
- * `load_mcp_server` through the gateway, in `context`. Refusals and faults are `isError` results.
+ * `load_mcp_server` through the gateway, in `context`. Refusals and faults are `isError` results;
+ * a fault's cause goes to `log` (default stderr), never to the caller.
  */
 export async function answerMetaTool(
   gateway: Gateway,
   call: { readonly name: string; readonly arguments?: Record<string, unknown> | undefined },
   context: CallContext,
+  log?: FaultLog,
 ): Promise<CallToolResult> {
   const args = call.arguments ?? {};
   try {
@@ -236,6 +266,7 @@ export async function answerMetaTool(
         );
     }
   } catch (error) {
-    return toToolResult(error);
+    if (isInputRequired(error)) throw error;
+    return toToolResult(error, `${call.name} failed`, log);
   }
 }

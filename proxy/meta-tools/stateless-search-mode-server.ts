@@ -1,30 +1,7 @@
-import { type CallToolResult, createMcpHandler, type McpHttpHandler, Server } from '@modelcontextprotocol/server';
+import { createMcpHandler, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
-import { answerMetaTool, metaTools, searchModeInstructions } from './search-mode-server';
-
-/**
- * The search-mode face for a 2026-07-28 (sessionless) request, on the v2 SDK (SPEC §3.11): the
- * same three meta-tools, each call made as `principal` in a handle scope, so `search_tools`
- * returns the handle that `call_tool` passes back (SPEC §3.5, docs/protocol.md). Built afresh for
- * every request: nothing lives between requests but what the discovery store keeps.
- */
-export function createStatelessSearchModeServer(gateway: Gateway, principal: Principal): Server {
-  const server = new Server(
-    { name: 'extensible-mcp', version: '0.1.0' },
-    { capabilities: { tools: {} }, instructions: searchModeInstructions },
-  );
-  server.setRequestHandler('tools/list', () => ({ tools: metaTools as never }));
-  server.setRequestHandler(
-    'tools/call',
-    async (request, context): Promise<CallToolResult> =>
-      (await answerMetaTool(gateway, request.params, {
-        principal,
-        scope: { kind: 'handle' },
-        signal: context.mcpReq.signal,
-      })) as CallToolResult,
-  );
-  return server;
-}
+import type { InputRounds } from './input-rounds';
+import { createSearchModeServer } from './search-mode-server';
 
 /** Serves a 2026-07-28 request as `principal` (its POST body already read and parsed): the HTTP face's stateless leg. */
 export interface StatelessLeg {
@@ -33,16 +10,28 @@ export interface StatelessLeg {
 }
 
 /**
- * The stateless Streamable HTTP leg for 2026-07-28 requests: the SDK's handler, modern-only
- * (`legacy: 'reject'`, since 2025 requests go to the sessionful leg), with the principal the face
- * authenticated handed through as the request's `authInfo`.
+ * The stateless Streamable HTTP leg for 2026-07-28 requests (SPEC §3.11): the SDK's handler,
+ * modern-only (`legacy: 'reject'`, since 2025 requests go to the sessionful leg), building the
+ * search-mode face afresh for every request with the principal the face authenticated handed
+ * through as the request's `authInfo`. Nothing lives between requests but what the discovery
+ * store keeps and what a request state carries (`rounds`, shared by replicas).
  */
-export function createStatelessHandler(gateway: Gateway): StatelessLeg {
+export function createStatelessHandler(gateway: Gateway, rounds?: InputRounds): StatelessLeg {
+  return createStatelessLeg((principal) =>
+    createSearchModeServer(gateway, { principal, era: 'modern', ...(rounds !== undefined && { rounds }) }),
+  );
+}
+
+/**
+ * A stateless leg for any face (search or transparent mode): the SDK's handler, modern-only,
+ * answering each request with the server `serverFor` builds for the request's principal.
+ */
+export function createStatelessLeg(serverFor: (principal: Principal) => Server | Promise<Server>): StatelessLeg {
   const handler: McpHttpHandler = createMcpHandler(
     ({ authInfo }) => {
       // The face always hands the principal through; a request without one is served to no one.
       if (authInfo === undefined) throw new Error('a stateless request reached the handler without its principal');
-      return createStatelessSearchModeServer(gateway, { id: authInfo.clientId });
+      return serverFor({ id: authInfo.clientId });
     },
     { legacy: 'reject' },
   );

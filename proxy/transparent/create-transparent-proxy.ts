@@ -19,14 +19,17 @@ import { elicitationFilter } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessPredicate } from '../filters/access-control';
 import { matchNameGlob } from '../filters/match-name-glob';
-import {
-  createGateway,
-  type GatewayOptions,
-  gatewayInternals,
-  type SessionConnection,
-} from '../gateway/create-gateway';
+import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
 import { scopeDigest } from '../gateway/discovery-scope';
-import type { CallContext, DiscoveryScope, Gateway, Principal, ProxyEvent, ServerFacts } from '../gateway/types';
+import type {
+  CallContext,
+  DiscoveryScope,
+  Gateway,
+  ListingConnection,
+  Principal,
+  ProxyEvent,
+  ServerFacts,
+} from '../gateway/types';
 import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
@@ -125,25 +128,22 @@ function toolAccess(config: TransparentConfig, options: TransparentProxyOptions)
  * The transparent gateway: the upstream's own names, callable when the listing filters show them
  * now (SPEC §3.5), with elicitation as a call filter.
  */
-function transparentGateway(
+export function transparentGateway(
   config: TransparentConfig,
   options: TransparentProxyOptions,
   log: (line: string) => void,
 ): Gateway {
   const filters = options.gateway ?? {};
-  return createGateway(
-    {
-      ...filters,
-      accessControl: toolAccess(config, options),
-      embeddings: false,
-      logger: {
-        info: log,
-        error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
-      },
-      extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+  return createGateway({
+    ...filters,
+    accessControl: toolAccess(config, options),
+    embeddings: false,
+    logger: {
+      info: log,
+      error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
     },
-    'listing',
-  );
+    extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+  });
 }
 
 // Upstream notifications passed on to the client. Progress is relayed per call, cancellation by signal.
@@ -159,7 +159,7 @@ const FORWARDED_NOTIFICATIONS = new Set([
 const CLIENT_NOTIFICATIONS = new Set(['notifications/roots/list_changed']);
 
 /** The capabilities the proxy can honour: the upstream's, limited to what it forwards. */
-function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities {
+export function mirroredCapabilities(upstream: ServerCapabilities): ServerCapabilities {
   return {
     tools: { ...upstream.tools },
     ...(upstream.resources !== undefined && { resources: upstream.resources }),
@@ -177,7 +177,7 @@ function sameUpstream(left: UpstreamConfig, right: UpstreamConfig): boolean {
  * What the listing filters show (SPEC §3.5): the tools, resources and prompts not hidden, the rest
  * refused. Compiled once per configuration, never per request.
  */
-function listingAccess(config: TransparentConfig, options: TransparentProxyOptions) {
+export function listingAccess(config: TransparentConfig, options: TransparentProxyOptions) {
   const tool = accessPredicate(toolAccess(config, options));
   const hiddenResource = matchNameGlob(config.accessControl.denyResources);
   const hiddenPrompt = matchNameGlob(config.accessControl.denyPrompts);
@@ -189,7 +189,7 @@ function listingAccess(config: TransparentConfig, options: TransparentProxyOptio
 }
 
 /** Every page of the upstream's raw `tools/list`. */
-async function listAllTools(client: Client): Promise<Tool[]> {
+export async function listAllTools(client: Client): Promise<Tool[]> {
   const tools: Tool[] = [];
   let cursor: unknown;
   do {
@@ -203,6 +203,114 @@ async function listAllTools(client: Client): Promise<Tool[]> {
     cursor = page.nextCursor;
   } while (typeof cursor === 'string');
   return tools;
+}
+
+/** The listing filters of one configuration (see `listingAccess`). */
+type ListingAccess = ReturnType<typeof listingAccess>;
+
+/** What a face hands {@link registerListingHandlers}: the filters in force, its event hook, its upstream. */
+export interface ListingSide {
+  readonly access: () => ListingAccess;
+  readonly emit: (event: Pick<ProxyEvent, 'filter' | 'tool' | 'decision' | 'reason'>) => void;
+  /** Sends a request to the upstream that serves this client (raw result, unknown fields kept). */
+  readonly forward: (method: string, params: unknown, ctx: ServerContext) => Promise<Result>;
+}
+
+/**
+ * Registers what transparent mode relays besides `tools/call`, on either protocol version:
+ * `tools/list` as the upstream answers it minus hidden tools, and resources, prompts, completions
+ * and logging through the listing filters (SPEC §3.5, §10.1), each decision an event.
+ */
+export function registerListingHandlers(target: Server, capabilities: ServerCapabilities, side: ListingSide): void {
+  target.setRequestHandler('tools/list', async (request, ctx) => {
+    // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
+    const result = await side.forward('tools/list', request.params, ctx);
+    if (!Array.isArray(result.tools)) return result as ListToolsResult;
+    // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
+    return {
+      ...result,
+      tools: (result.tools as Tool[]).filter((tool) => typeof tool?.name !== 'string' || side.access().tool(tool.name)),
+    };
+  });
+  /**
+   * Forwards a non-tool request through the listing filters (SPEC §3.5, §10.1): `subject` names
+   * what it touches (a resource URI or a prompt name, else the method), a hidden one is refused
+   * as not found, and each decision is an event. `shown` narrows a listing's items.
+   */
+  const passthrough = (
+    method: PassthroughMethod,
+    gate: {
+      readonly subject?: (params: Record<string, unknown>) => string | undefined;
+      readonly shown?: (result: Result) => Result;
+    } = {},
+  ) => {
+    target.setRequestHandler(method, async (request: { params?: unknown }, ctx: ServerContext) => {
+      const params = (request.params ?? {}) as Record<string, unknown>;
+      const subject = gate.subject?.(params);
+      const allowed =
+        subject === undefined ||
+        (method.startsWith('resources/') ? side.access().resource(subject) : side.access().prompt(subject));
+      const tool = subject === undefined ? method : `${method} ${subject}`.slice(0, 2000);
+      if (!allowed) {
+        side.emit({
+          filter: 'accessControl',
+          tool,
+          decision: 'deny',
+          reason: 'hidden by filters.access_control',
+        } as const);
+        // Answered as the upstream answers what it does not have: the hidden item stays unseen.
+        throw new ProtocolError(
+          method.startsWith('resources/') ? -32002 : ProtocolErrorCode.InvalidParams,
+          method.startsWith('resources/') ? `Resource not found: ${subject}` : `Unknown prompt: ${subject}`,
+        );
+      }
+      side.emit({ filter: 'accessControl', tool, decision: 'allow' } as const);
+      const result = await side.forward(method, request.params, ctx);
+      return gate.shown ? gate.shown(result) : result;
+    });
+  };
+  const named = (key: string) => (params: Record<string, unknown>) =>
+    typeof params[key] === 'string' ? (params[key] as string) : undefined;
+  /** A listing without what `visible` hides, unknown fields kept. */
+  const narrowed = (key: string, field: string, visible: (subject: string) => boolean) => (result: Result) => {
+    const items = result[key];
+    if (!Array.isArray(items)) return result;
+    return {
+      ...result,
+      [key]: items.filter((item: Record<string, unknown>) => typeof item?.[field] !== 'string' || visible(item[field])),
+    };
+  };
+  if (capabilities.resources !== undefined) {
+    passthrough('resources/list', {
+      shown: (result) => narrowed('resources', 'uri', (uri) => side.access().resource(uri))(result),
+    });
+    passthrough('resources/templates/list', {
+      shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => side.access().resource(uri))(result),
+    });
+    passthrough('resources/read', { subject: named('uri') });
+    if (capabilities.resources.subscribe === true) {
+      passthrough('resources/subscribe', { subject: named('uri') });
+      passthrough('resources/unsubscribe', { subject: named('uri') });
+    }
+  }
+  if (capabilities.prompts !== undefined) {
+    passthrough('prompts/list', {
+      shown: (result) => narrowed('prompts', 'name', (name) => side.access().prompt(name))(result),
+    });
+    passthrough('prompts/get', { subject: named('name') });
+  }
+  if (capabilities.completions !== undefined) {
+    passthrough('completion/complete', {
+      // A completion names the prompt or resource it completes for: a hidden one completes nothing.
+      subject: (params) => {
+        const ref = params.ref as { type?: unknown; name?: unknown; uri?: unknown } | undefined;
+        if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') return ref.name;
+        if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') return ref.uri;
+        return undefined;
+      },
+    });
+  }
+  if (capabilities.logging !== undefined) passthrough('logging/setLevel');
 }
 
 /**
@@ -284,7 +392,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   }
 
   // The session's own upstream connection, reached only through the gateway's dispatch.
-  const connection: SessionConnection = {
+  const connection: ListingConnection = {
     get facts() {
       return facts();
     },
@@ -321,7 +429,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       }
     },
   };
-  gatewayInternals(gateway).attach(session, connection);
 
   // The upstream's own requests go to this session's client, tied to the tool call in flight.
   const relay: ServerRequestRelay = {
@@ -412,23 +519,13 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   }
 
   function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
-    target.setRequestHandler('tools/list', async (request, ctx) => {
-      // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
-      const result = await forward('tools/list', request.params, { signal: ctx.mcpReq.signal });
-      if (!Array.isArray(result.tools)) return result as ListToolsResult;
-      // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
-      return {
-        ...result,
-        tools: (result.tools as Tool[]).filter((tool) => typeof tool?.name !== 'string' || access.tool(tool.name)),
-      };
-    });
-
     target.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args, _meta } = request.params;
       const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
       const context: CallContext = {
         principal: options.principal,
         scope,
+        listing: connection,
         signal: ctx.mcpReq.signal,
         ...(formCapable && {
           elicit: (params) =>
@@ -465,87 +562,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       }
     });
 
-    /**
-     * Forwards a non-tool request through the listing filters (SPEC §3.5, §10.1): `subject` names
-     * what it touches (a resource URI or a prompt name, else the method), a hidden one is refused
-     * as not found, and each decision is an event. `shown` narrows a listing's items.
-     */
-    const passthrough = (
-      method: PassthroughMethod,
-      gate: {
-        readonly subject?: (params: Record<string, unknown>) => string | undefined;
-        readonly shown?: (result: Result) => Result;
-      } = {},
-    ) => {
-      target.setRequestHandler(method, async (request: { params?: unknown }, ctx: ServerContext) => {
-        const params = (request.params ?? {}) as Record<string, unknown>;
-        const subject = gate.subject?.(params);
-        const allowed =
-          subject === undefined ||
-          (method.startsWith('resources/') ? access.resource(subject) : access.prompt(subject));
-        const tool = subject === undefined ? method : `${method} ${subject}`.slice(0, 2000);
-        if (!allowed) {
-          emit({
-            filter: 'accessControl',
-            tool,
-            decision: 'deny',
-            reason: 'hidden by filters.access_control',
-          } as const);
-          // Answered as the upstream answers what it does not have: the hidden item stays unseen.
-          throw new ProtocolError(
-            method.startsWith('resources/') ? -32002 : ProtocolErrorCode.InvalidParams,
-            method.startsWith('resources/') ? `Resource not found: ${subject}` : `Unknown prompt: ${subject}`,
-          );
-        }
-        emit({ filter: 'accessControl', tool, decision: 'allow' } as const);
-        const result = await forward(method, request.params, { signal: ctx.mcpReq.signal });
-        return gate.shown ? gate.shown(result) : result;
-      });
-    };
-    const named = (key: string) => (params: Record<string, unknown>) =>
-      typeof params[key] === 'string' ? (params[key] as string) : undefined;
-    /** A listing without what `visible` hides, unknown fields kept. */
-    const narrowed = (key: string, field: string, visible: (subject: string) => boolean) => (result: Result) => {
-      const items = result[key];
-      if (!Array.isArray(items)) return result;
-      return {
-        ...result,
-        [key]: items.filter(
-          (item: Record<string, unknown>) => typeof item?.[field] !== 'string' || visible(item[field]),
-        ),
-      };
-    };
-    if (capabilities.resources !== undefined) {
-      passthrough('resources/list', {
-        shown: (result) => narrowed('resources', 'uri', (uri) => access.resource(uri))(result),
-      });
-      passthrough('resources/templates/list', {
-        shown: (result) => narrowed('resourceTemplates', 'uriTemplate', (uri) => access.resource(uri))(result),
-      });
-      passthrough('resources/read', { subject: named('uri') });
-      if (capabilities.resources.subscribe === true) {
-        passthrough('resources/subscribe', { subject: named('uri') });
-        passthrough('resources/unsubscribe', { subject: named('uri') });
-      }
-    }
-    if (capabilities.prompts !== undefined) {
-      passthrough('prompts/list', {
-        shown: (result) => narrowed('prompts', 'name', (name) => access.prompt(name))(result),
-      });
-      passthrough('prompts/get', { subject: named('name') });
-    }
-    if (capabilities.completions !== undefined) {
-      passthrough('completion/complete', {
-        // A completion names the prompt or resource it completes for: a hidden one completes nothing.
-        subject: (params) => {
-          const ref = params.ref as { type?: unknown; name?: unknown; uri?: unknown } | undefined;
-          if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') return ref.name;
-          if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') return ref.uri;
-          return undefined;
-        },
-      });
-    }
-    if (capabilities.logging !== undefined) passthrough('logging/setLevel');
+    registerListingHandlers(target, capabilities, {
+      access: () => access,
+      emit,
+      forward: (method, params, ctx) => forward(method, params, { signal: ctx.mcpReq.signal }),
+    });
     target.fallbackNotificationHandler = async (notification: Notification) => {
       if (!CLIENT_NOTIFICATIONS.has(notification.method)) return;
       await upstream?.client.notification(notification as never).catch((error: unknown) => {
@@ -596,7 +617,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   function close(): Promise<void> {
     if (closing) return closing;
     stopping = true;
-    gatewayInternals(gateway).detach(session);
     // Assigned before anything is closed: closing a transport reports back synchronously through
     // `onclose`, which calls this again and must find the shutdown already under way (no recursion).
     closing = Promise.resolve()
@@ -653,8 +673,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       config = next;
       access = listingAccess(next, options);
       gateway = nextGateway;
-      const internals = gatewayInternals(nextGateway);
-      internals.attach(session, connection);
       if (fresh !== undefined) {
         // What may be called is what the new upstream lists: its catalog is read at the next call.
         upstream = { client: fresh, target: next.upstream };
@@ -664,7 +682,6 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
           else void previous.client.close();
         }
       }
-      gatewayInternals(previousGateway).detach(session);
       void previousGateway.close();
       if (fresh !== undefined && clientReady) {
         await server

@@ -53,15 +53,15 @@ describe('the public entry proxy/index.ts', () => {
   it('exports no downstream connection, index or CLI entry point', () => {
     const exported = Object.keys(entry);
     expect(exported).toContain('createGateway');
-    for (const name of ['Downstream', 'ToolIndex', 'runCli', 'runAddServer', 'gatewayInternals']) {
+    for (const name of ['Downstream', 'ToolIndex', 'runCli', 'runAddServer']) {
       expect(exported).not.toContain(name);
     }
   });
 
-  it('a gateway offers exactly search, call, load, admit, start, close, ready and searchMode', async () => {
+  it('a gateway offers exactly search, call, load, admit, reconfigure, start, close, ready and searchMode', async () => {
     const gateway = await startedGateway(cleanups, {});
     expect(Reflect.ownKeys(gateway).map(String).sort()).toEqual(
-      ['admit', 'call', 'close', 'load', 'ready', 'search', 'searchMode', 'start'].sort(),
+      ['admit', 'call', 'close', 'load', 'ready', 'reconfigure', 'search', 'searchMode', 'start'].sort(),
     );
     expect(Object.getPrototypeOf(gateway)).toBe(Object.prototype);
   });

@@ -104,6 +104,31 @@ describe('extensible-mcp CLI', () => {
     );
   });
 
+  it('serves a 2026-07-28 client over stdio: the search returns a handle that opens the call, and nothing else does', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [bin, '--config', 'examples/everything.json'],
+      env: offline as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const client = new Client(
+      { name: 'sessionless', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    expect(client.getProtocolEra()).toBe('modern');
+    const echo = { tool_name: 'everything__echo', arguments: { message: 'modern' } };
+    // No search yet, so nothing is callable: a sessionless client has no connection to remember it by.
+    expect(textOf(await client.callTool({ name: 'call_tool', arguments: echo }))).toMatch(/not discovered|search/i);
+    const found = await client.callTool({ name: 'search_tools', arguments: { query: 'echo back a message' } });
+    const handle = (found.structuredContent as { handle?: string }).handle;
+    expect(handle).toMatch(/^dh_/);
+    expect(textOf(await client.callTool({ name: 'call_tool', arguments: { ...echo, handle } }))).toBe('Echo: modern');
+    // The same call without the handle is refused: the handle is the discovery scope.
+    expect((await client.callTool({ name: 'call_tool', arguments: echo })).isError).toBe(true);
+  });
+
   it("runs as the README's Claude Desktop entry says: by absolute path, from another working directory", async () => {
     const snippet = /### Claude Desktop\s+```json\n([\s\S]*?)\n```/.exec(readFileSync('README.md', 'utf8'))?.[1];
     const entry = (JSON.parse(snippet ?? '{}') as { mcpServers: Record<string, { command: string; args: string[] }> })

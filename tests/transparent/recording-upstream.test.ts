@@ -359,7 +359,7 @@ describe('transparent proxy against a recording upstream', () => {
     expect(events.map((event) => [event.tool, event.filter, event.decision])).toEqual([
       ['connect_account', 'accessControl', 'deny'],
       ['book_table', 'accessControl', 'allow'],
-      ['book_table', 'listingGate', 'allow'],
+      ['book_table', 'discoveryGate', 'allow'],
       ['book_table', 'elicitation', 'allow'],
     ]);
   });

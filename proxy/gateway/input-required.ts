@@ -1,0 +1,22 @@
+import type { ElicitRequestFormParams } from '@modelcontextprotocol/server';
+
+/**
+ * Not a fault: a filter needs a person's answer that the face cannot fetch in the middle of this
+ * request (SPEC §3.12). The face that asked for it turns it into an `input_required` result; the
+ * client's retry brings the answer, and the filter finds it the second time round. Every layer
+ * between the filter and the face lets it through untouched.
+ */
+export class InputRequired extends Error {
+  constructor(
+    /** The key the answer comes back under (`inputResponses[key]`). */
+    readonly key: string,
+    readonly request: ElicitRequestFormParams,
+  ) {
+    super(`input required (${key})`);
+    this.name = 'InputRequired';
+  }
+}
+
+export function isInputRequired(error: unknown): error is InputRequired {
+  return error instanceof InputRequired;
+}

@@ -1,0 +1,261 @@
+import { Client } from '@modelcontextprotocol/client';
+import { ResultSchema } from '@modelcontextprotocol/core';
+import {
+  type CallToolResult,
+  CLIENT_CAPABILITIES_META_KEY,
+  type ClientCapabilities,
+  ProtocolError,
+  type Result,
+  Server,
+  type ServerCapabilities,
+  type ServerContext,
+  type Tool,
+} from '@modelcontextprotocol/server';
+import canonicalize from 'canonicalize';
+import { relayServerRequests } from '../downstream/relay-server-requests';
+import { ProxyError } from '../errors';
+import type { CallContext, Gateway, ListingConnection, Principal, ProxyEvent } from '../gateway/types';
+import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
+import {
+  listAllTools,
+  listingAccess,
+  mirrorClientCapabilities,
+  mirroredCapabilities,
+  registerListingHandlers,
+  type TransparentProxyOptions,
+  transparentGateway,
+} from './create-transparent-proxy';
+import { createUpstreamTransport, describeUpstream } from './create-upstream-transport';
+import { toWireError } from './to-wire-error';
+
+/** Options of {@link createTransparentRequests}: a transparent proxy's, without one client's principal. */
+export interface TransparentRequestsOptions extends Omit<TransparentProxyOptions, 'principal' | 'upstreamTransport'> {
+  /** How questions to the person travel (SPEC §3.12); default: rounds of this process. */
+  readonly rounds?: InputRounds;
+  /** Upstream connections kept open at once; default 16. */
+  readonly maxConnections?: number;
+}
+
+/** Transparent mode's face for 2026-07-28 requests: a server per request over pooled upstream connections. */
+export interface TransparentRequests {
+  /** The server that answers requests as `principal` (the SDK's handler or `serveStdio` builds one). */
+  serverFor(principal: Principal): Promise<Server>;
+  close(): Promise<void>;
+}
+
+/** One upstream connection, shared by the requests of one principal that declare the same capabilities. */
+interface Pooled {
+  readonly client: Client;
+  /** The upstream's tools as last listed here: what a call is stamped from; cleared on `list_changed`. */
+  tools: Map<string, Tool> | undefined;
+  used: number;
+  busy: number;
+}
+
+/** Whether a client can show a form: `form`, or an empty elicitation capability (the spec's reading). */
+function showsForms(capabilities: ClientCapabilities): boolean {
+  const elicitation = capabilities.elicitation;
+  return elicitation !== undefined && (elicitation.form !== undefined || elicitation.url === undefined);
+}
+
+/** What the request's client declared, from the request's own `_meta` envelope (2026-07-28). */
+function declaredBy(ctx: ServerContext): ClientCapabilities {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  return (envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined) ?? {};
+}
+
+/**
+ * Transparent mode for 2026-07-28 clients (SPEC §3.10, docs/protocol.md): no session, so each
+ * request is served on its own, as the principal the face proved, through the same listing
+ * filters, call pipeline and elicitation as a 2025 session. The upstream is reached through a
+ * bounded pool keyed by (principal, declared capabilities): a 2025 upstream fixes a connection's
+ * capabilities at `initialize`, and one principal's connection never serves another. A filter's
+ * question is an input round (`input_required`); the upstream's own requests during a call are
+ * refused for these clients, who cannot be sent requests.
+ */
+export function createTransparentRequests(options: TransparentRequestsOptions): TransparentRequests {
+  const log = options.log ?? (() => undefined);
+  const config = options.config;
+  const rounds = options.rounds ?? localInputRounds();
+  const maxConnections = options.maxConnections ?? 16;
+  const host = { ...options, principal: { id: 'anonymous' } };
+  const gateway: Gateway = transparentGateway(config, host, log);
+  const access = listingAccess(config, host);
+  const pool = new Map<string, Promise<Pooled>>();
+  /** What the upstream offers and says, learned from the first connection. */
+  let shaped: Promise<{ capabilities: ServerCapabilities; instructions: string | undefined }> | undefined;
+  let clock = 0;
+
+  const facts = {
+    name: config.proxy.name,
+    admission: 'config' as const,
+    ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
+  };
+
+  async function open(declared: ClientCapabilities): Promise<Pooled> {
+    const client = new Client({ name: config.proxy.name, version: config.proxy.version }, { capabilities: declared });
+    const pooled: Pooled = { client, tools: undefined, used: ++clock, busy: 0 };
+    // The upstream may ask (it was told the client can answer), but a 2026-07-28 client cannot be
+    // sent requests in the middle of its call: refused, with an event (docs/protocol.md).
+    relayServerRequests(client, declared, {
+      label: 'the upstream',
+      log,
+      markers: undefined,
+      timeoutMs: config.elicitation.timeoutMs,
+      onRefused: (reason) => log(`upstream request refused: ${reason}`),
+      target: () => ({ refused: 'the client speaks 2026-07-28 and cannot be sent requests during a call' }),
+    });
+    client.fallbackNotificationHandler = async (notification) => {
+      if (notification.method === 'notifications/tools/list_changed') pooled.tools = undefined;
+    };
+    try {
+      await client.connect(createUpstreamTransport(config.upstream, { stderr: options.upstreamStderr ?? 'inherit' }));
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      throw new ProxyError(
+        'downstream-unavailable',
+        `Cannot connect to the upstream MCP server (${describeUpstream(config.upstream)}): ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
+    }
+    return pooled;
+  }
+
+  /** The pooled connection for this principal and these capabilities, opened on first use; the least recently used idle one makes room. */
+  async function connection(principal: Principal, capabilities: ClientCapabilities): Promise<Pooled> {
+    const declared = mirrorClientCapabilities(capabilities);
+    const key = `${principal.id}\u0000${canonicalize(declared)}`;
+    let entry = pool.get(key);
+    if (entry === undefined) {
+      entry = open(declared);
+      pool.set(key, entry);
+      entry.catch(() => pool.delete(key));
+      void evict(key);
+    }
+    const pooled = await entry;
+    pooled.used = ++clock;
+    return pooled;
+  }
+
+  async function evict(keep: string): Promise<void> {
+    while (pool.size > maxConnections) {
+      const settled = await Promise.all(
+        [...pool]
+          .filter(([key]) => key !== keep)
+          .map(async ([key, entry]) => [key, await entry.catch(() => undefined)] as const),
+      );
+      const idle = settled
+        .filter((item): item is readonly [string, Pooled] => item[1] !== undefined && item[1].busy === 0)
+        .sort((left, right) => left[1].used - right[1].used)[0];
+      if (idle === undefined) return;
+      pool.delete(idle[0]);
+      await idle[1].client.close().catch(() => undefined);
+    }
+  }
+
+  async function request(pooled: Pooled, method: string, params: unknown, ctx: ServerContext): Promise<Result> {
+    pooled.busy += 1;
+    try {
+      return await pooled.client.request({ method, ...(params !== undefined && { params }) } as never, ResultSchema, {
+        signal: ctx.mcpReq.signal,
+      });
+    } catch (error) {
+      throw toWireError(error, log);
+    } finally {
+      pooled.busy -= 1;
+    }
+  }
+
+  /** The pooled connection as the gateway's listing (SPEC §3.5): what it lists now is callable. */
+  function listing(pooled: Pooled, ctx: ServerContext): ListingConnection {
+    const catalog = async (refresh: boolean) => {
+      if (pooled.tools === undefined || refresh) {
+        pooled.tools = new Map((await listAllTools(pooled.client)).map((tool) => [tool.name, tool]));
+      }
+      return pooled.tools;
+    };
+    return {
+      facts,
+      async find(tool) {
+        return (await catalog(false)).get(tool) ?? (await catalog(true)).get(tool);
+      },
+      async call(tool, args) {
+        try {
+          return (await request(pooled, 'tools/call', { name: tool, arguments: args }, ctx)) as CallToolResult;
+        } catch (error) {
+          if (error instanceof ProtocolError) {
+            throw new ProxyError('downstream-failed', `The upstream failed on "${tool}": ${error.message}`, {
+              cause: error,
+            });
+          }
+          throw error;
+        }
+      },
+    };
+  }
+
+  /** The upstream's capabilities (what the proxy relays of them) and instructions, learned once. */
+  function shape(principal: Principal) {
+    shaped ??= connection(principal, {}).then((pooled) => ({
+      capabilities: mirroredCapabilities(pooled.client.getServerCapabilities() ?? {}),
+      instructions: pooled.client.getInstructions(),
+    }));
+    shaped.catch(() => {
+      shaped = undefined;
+    });
+    return shaped;
+  }
+
+  return {
+    async serverFor(principal) {
+      const { capabilities, instructions } = await shape(principal);
+      const scope = { kind: 'handle' } as const;
+      const emit = (event: Pick<ProxyEvent, 'filter' | 'tool' | 'decision' | 'reason'>) =>
+        options.gateway?.onEvent?.({
+          ts: new Date().toISOString(),
+          principal: principal.id,
+          scope: 'none',
+          pipeline: 'call',
+          durationUs: 0,
+          ...event,
+        });
+      const server = new Server(
+        { name: config.proxy.name, version: config.proxy.version },
+        { capabilities, ...(instructions !== undefined && { instructions }), requestState: { verify: rounds.verify } },
+      );
+      registerListingHandlers(server, capabilities, {
+        access: () => access,
+        emit,
+        forward: async (method, params, ctx) =>
+          request(await connection(principal, declaredBy(ctx)), method, params, ctx),
+      });
+      server.setRequestHandler('tools/call', async (call, ctx) => {
+        const declared = declaredBy(ctx);
+        const pooled = await connection(principal, declared);
+        const { name, arguments: args } = call.params;
+        return rounds.run(
+          ctx,
+          { principal, method: 'tools/call', name, arguments: args },
+          showsForms(declared),
+          async (elicit) => {
+            const context: CallContext = {
+              principal,
+              scope,
+              listing: listing(pooled, ctx),
+              signal: ctx.mcpReq.signal,
+              ...(elicit && { elicit }),
+            };
+            return gateway.call({ tool: name, arguments: args ?? {} }, context);
+          },
+        );
+      });
+      return server;
+    },
+    async close() {
+      const entries = await Promise.all([...pool.values()].map((entry) => entry.catch(() => undefined)));
+      pool.clear();
+      await Promise.allSettled(entries.map((pooled) => pooled?.client.close()));
+      await gateway.close();
+    },
+  };
+}
