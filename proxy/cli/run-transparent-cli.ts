@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
+import { InMemoryServerEventBus, type ServerEventBus } from '@modelcontextprotocol/server';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { ProxyError } from '../errors';
 import type { Principal } from '../gateway/types';
@@ -155,7 +156,9 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
 
   const live = new Set<TransparentProxy>();
   // Over HTTP, the face for 2026-07-28 requests (stdio serves one 2025 session).
-  let requests = flags.http === true ? createTransparentRequests({ config, log: say }) : undefined;
+  // The upstream's list changes reach 2026 clients' listen streams through one bus (SPEC §3.11).
+  const bus = new InMemoryServerEventBus();
+  let requests = flags.http === true ? createTransparentRequests({ config, log: say, bus }) : undefined;
   const open = (principal: Principal): TransparentProxy => {
     const proxy = createTransparentProxy({ config, principal, log: say });
     live.add(proxy);
@@ -192,7 +195,9 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
       // after a grace that lets the calls in flight on them finish.
       const previous = requests;
       if (previous !== undefined) {
-        requests = createTransparentRequests({ config, log: say });
+        requests = createTransparentRequests({ config, log: say, bus });
+        // The new upstream's tools may differ: listeners list again.
+        bus.publish({ kind: 'tools_list_changed' });
         setTimeout(() => void previous.close(), 60_000).unref();
       }
       say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
@@ -205,6 +210,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
           open,
           live,
           requests: () => requests as TransparentRequests,
+          bus,
           say,
           host: flags.host ?? '127.0.0.1',
           port,
@@ -261,8 +267,9 @@ async function serveOverStdio(options: {
 async function serveOverHttp(options: {
   readonly open: (principal: Principal) => TransparentProxy;
   readonly live: ReadonlySet<TransparentProxy>;
-  /** The face for 2026-07-28 requests under the config in force. */
+  /** The face for 2026-07-28 requests under the config in force, and the bus of their change events. */
   readonly requests: () => TransparentRequests;
+  readonly bus: ServerEventBus;
   readonly say: (line: string) => void;
   readonly host: string;
   readonly port: number;
@@ -283,7 +290,7 @@ async function serveOverHttp(options: {
       ...(options.inboundTokens !== undefined && { inboundTokens: options.inboundTokens }),
     },
     // 2026-07-28 requests: no session, a server per request over the pooled upstream connections.
-    createStatelessLeg((principal) => options.requests().serverFor(principal)),
+    createStatelessLeg((principal) => options.requests().serverFor(principal), { bus: options.bus }),
   );
   say(
     `serving ${options.describe()} at ${endpoint.url} (transparent mode, Streamable HTTP, at most ${options.maxSessions} sessions)`,

@@ -1,4 +1,4 @@
-import { createMcpHandler, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
+import { createMcpHandler, type McpHttpHandler, type Server, type ServerEventBus } from '@modelcontextprotocol/server';
 import type { Gateway, Principal } from '../gateway/types';
 import type { InputRounds } from './input-rounds';
 import { createSearchModeServer } from './search-mode-server';
@@ -26,14 +26,18 @@ export function createStatelessHandler(gateway: Gateway, rounds?: InputRounds): 
  * A stateless leg for any face (search or transparent mode): the SDK's handler, modern-only,
  * answering each request with the server `serverFor` builds for the request's principal.
  */
-export function createStatelessLeg(serverFor: (principal: Principal) => Server | Promise<Server>): StatelessLeg {
+export function createStatelessLeg(
+  serverFor: (principal: Principal) => Server | Promise<Server>,
+  options: { readonly bus?: ServerEventBus } = {},
+): StatelessLeg {
   const handler: McpHttpHandler = createMcpHandler(
     ({ authInfo }) => {
       // The face always hands the principal through; a request without one is served to no one.
       if (authInfo === undefined) throw new Error('a stateless request reached the handler without its principal');
       return serverFor({ id: authInfo.clientId });
     },
-    { legacy: 'reject' },
+    // Change events reach the clients' `subscriptions/listen` streams through `bus` (SPEC §3.11).
+    { legacy: 'reject', ...(options.bus !== undefined && { bus: options.bus }) },
   );
   return {
     handle: (request, principal, parsedBody) =>

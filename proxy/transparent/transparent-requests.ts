@@ -9,7 +9,9 @@ import {
   Server,
   type ServerCapabilities,
   type ServerContext,
+  type ServerEventBus,
   type Tool,
+  type Transport,
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
 import { relayServerRequests } from '../downstream/relay-server-requests';
@@ -30,6 +32,13 @@ import { toWireError } from './to-wire-error';
 
 /** Options of {@link createTransparentRequests}: a transparent proxy's, without one client's principal. */
 export interface TransparentRequestsOptions extends Omit<TransparentProxyOptions, 'principal' | 'upstreamTransport'> {
+  /**
+   * Where the upstream's change notifications go, for the clients' `subscriptions/listen`
+   * streams: the same bus as the HTTP face's handler.
+   */
+  readonly bus?: ServerEventBus;
+  /** Opens each upstream connection's transport instead of `config.upstream` (tests link in-memory servers). */
+  readonly upstreamTransport?: () => Transport | Promise<Transport>;
   /** How questions to the person travel (SPEC §3.12); default: rounds of this process. */
   readonly rounds?: InputRounds;
   /** Upstream connections kept open at once; default 16. */
@@ -42,6 +51,14 @@ export interface TransparentRequests {
   serverFor(principal: Principal): Promise<Server>;
   close(): Promise<void>;
 }
+
+/** The upstream's list notifications, as the change events of `subscriptions/listen`. */
+const LIST_CHANGES: Readonly<Record<string, 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed'>> =
+  {
+    'notifications/tools/list_changed': 'tools_list_changed',
+    'notifications/prompts/list_changed': 'prompts_list_changed',
+    'notifications/resources/list_changed': 'resources_list_changed',
+  };
 
 /** One upstream connection, shared by the requests of one principal that declare the same capabilities. */
 interface Pooled {
@@ -78,7 +95,12 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   const config = options.config;
   const rounds = options.rounds ?? localInputRounds();
   const maxConnections = options.maxConnections ?? 16;
-  const host = { ...options, principal: { id: 'anonymous' } };
+  // The filters are the host's and the file's; no one principal is theirs (each request names its own).
+  const host: TransparentProxyOptions = {
+    config,
+    principal: { id: 'anonymous' },
+    ...(options.gateway !== undefined && { gateway: options.gateway }),
+  };
   const gateway: Gateway = transparentGateway(config, host, log);
   const access = listingAccess(config, host);
   const pool = new Map<string, Promise<Pooled>>();
@@ -107,9 +129,16 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     });
     client.fallbackNotificationHandler = async (notification) => {
       if (notification.method === 'notifications/tools/list_changed') pooled.tools = undefined;
+      // A listing changed upstream: every listener hears it (the upstream is the deployment's).
+      // `resources/updated` names a subscription's URI and stays with its connection.
+      const changed = LIST_CHANGES[notification.method];
+      if (changed !== undefined) options.bus?.publish({ kind: changed });
     };
     try {
-      await client.connect(createUpstreamTransport(config.upstream, { stderr: options.upstreamStderr ?? 'inherit' }));
+      await client.connect(
+        (await options.upstreamTransport?.()) ??
+          createUpstreamTransport(config.upstream, { stderr: options.upstreamStderr ?? 'inherit' }),
+      );
     } catch (error) {
       await client.close().catch(() => undefined);
       throw new ProxyError(
