@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { defaultConfigPaths, loadConfig, resolveConfigPath } from './config';
+import { gatewayOptionsFromConfig } from './from-config';
 
 function writeConfig(config: unknown, extra: Record<string, string> = {}): string {
   const folder = mkdtempSync(join(tmpdir(), 'emcp-config-'));
@@ -40,6 +41,34 @@ describe('loadConfig', () => {
     );
     expect(() => loadConfig(writeConfig({ mcpServers: {}, filters: { access_control: { denny: [] } } }))).toThrow(
       /filters\.access_control: Unrecognized key: "denny"/,
+    );
+  });
+
+  it('takes a per-server protocol and maps it onto the server spec; absent, the spec has none (auto)', () => {
+    const config = loadConfig(
+      writeConfig({
+        mcpServers: {
+          files: { command: 'node', protocol: '2025-11-25' },
+          remote: { url: 'https://mcp.example.com/mcp', protocol: '2026-07-28' },
+          either: { url: 'https://other.example.com/mcp', protocol: 'auto' },
+          plain: { command: 'node' },
+        },
+      }),
+    );
+    expect(gatewayOptionsFromConfig(config).servers).toEqual({
+      files: { kind: 'stdio', command: 'node', protocol: '2025-11-25' },
+      remote: { kind: 'http', url: 'https://mcp.example.com/mcp', protocol: '2026-07-28' },
+      either: { kind: 'http', url: 'https://other.example.com/mcp', protocol: 'auto' },
+      plain: { kind: 'stdio', command: 'node' },
+    });
+  });
+
+  it('refuses a protocol that is not a version the proxy speaks, naming the path and the choices', () => {
+    const path = writeConfig({
+      mcpServers: { remote: { url: 'https://mcp.example.com/mcp', protocol: '2025-06-18' } },
+    });
+    expect(() => loadConfig(path)).toThrow(
+      `${path}: invalid config:\n  mcpServers.remote.protocol: expected one of "2026-07-28", "2025-11-25", "auto" (the MCP protocol version to speak to this server), got "2025-06-18"`,
     );
   });
 

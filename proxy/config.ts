@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
+import { DOWNSTREAM_PROTOCOLS } from './downstream/protocol-setting';
 import { envReferenceResolver } from './env-references';
 import { ProxyError } from './errors';
 import { globProblem, urlPatternProblem } from './filters/load-control';
@@ -9,14 +10,25 @@ import { nameProblem } from './names';
 
 const nonBlank = z.string().trim().min(1, 'expected a non-empty string');
 
+/**
+ * `protocol`: the MCP version spoken to the server (issue 31, docs/protocol.md). A pinned version
+ * never falls back; `auto` (the default) asks the server and speaks 2026-07-28 when it offers it.
+ */
+const protocolSchema = z.enum(DOWNSTREAM_PROTOCOLS, {
+  error: (issue) =>
+    `expected one of ${DOWNSTREAM_PROTOCOLS.map((value) => JSON.stringify(value)).join(', ')} (the MCP protocol version to speak to this server), got ${JSON.stringify(issue.input)}`,
+});
+
 const stdioServerSchema = z.strictObject({
   command: nonBlank,
   args: z.array(z.string()).optional(),
   env: z.record(z.string(), z.string()).optional(),
+  protocol: protocolSchema.optional(),
 });
 
 const urlServerSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }),
+  protocol: protocolSchema.optional(),
 });
 
 const serverSchema = z.unknown().transform((value, context) => {

@@ -9,6 +9,7 @@ export const proxyErrorCodes = [
   'downstream-redirect',
   'downstream-failed',
   'outcome-unknown',
+  'protocol-mismatch',
   'load-failed',
   'already-admitted',
   'tokens-not-found',

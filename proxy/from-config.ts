@@ -6,6 +6,7 @@ import type { DownstreamSpec } from './gateway/types';
 export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
   const servers: Record<string, DownstreamSpec> = {};
   for (const [name, server] of Object.entries(config.servers)) {
+    const protocol = server.protocol === undefined ? {} : { protocol: server.protocol };
     servers[name] =
       'command' in server
         ? {
@@ -13,8 +14,9 @@ export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
             command: server.command,
             ...(server.args && { args: server.args }),
             ...(server.env && { env: server.env }),
+            ...protocol,
           }
-        : { kind: 'http', url: server.url };
+        : { kind: 'http', url: server.url, ...protocol };
   }
   const { access_control: access, load_control: load, similarity_threshold: threshold } = config.filters;
   return {

@@ -46,6 +46,7 @@ export type {
   DiscoveryScope,
   Dispatch,
   DispatchOutcome,
+  DownstreamProtocol,
   DownstreamSpec,
   Elicit,
   EventHook,

@@ -8,6 +8,7 @@ import { credentialedFetch, type PresentedCredential, redactCredential } from '.
 import { sameServerUrl } from '../credentials/same-server-url';
 import { resolveTokensPath, writeFileAtomic, writeToken } from '../credentials/tokens-file';
 import { fetchWithoutRedirects } from '../downstream/downstream';
+import { unwrapProbeFailure } from '../downstream/protocol-setting';
 import { ProxyError } from '../errors';
 import { nameProblem } from '../names';
 import type { ProxyEnv } from './env';
@@ -21,14 +22,19 @@ export type Verification =
 /**
  * Connects to `url` with `token` and lists its tools (SPEC §3.9 step one). The token goes only
  * to `url` itself; redirects are never followed and are reported with their target. The reason
- * of a failure never contains the token, even if the server echoes it.
+ * of a failure never contains the token, even if the server echoes it. It negotiates the protocol
+ * version as the proxy will for the server it writes (`auto`, issue 31), so a 2026-07-28-only
+ * server passes the check too.
  */
 export async function verifyServer(options: { url: string; token: string; timeoutMs: number }): Promise<Verification> {
   const credential: PresentedCredential = {
     headers: { Authorization: `Bearer ${options.token}` },
     unchangedSince: 0,
   };
-  const client = new Client({ name: 'extensible-mcp-add-server', version: '0.1.0' });
+  const client = new Client(
+    { name: 'extensible-mcp-add-server', version: '0.1.0' },
+    { versionNegotiation: { mode: 'auto' } },
+  );
   const transport = new StreamableHTTPClientTransport(new URL(options.url), {
     fetch: credentialedFetch({
       fetch: fetchWithoutRedirects,
@@ -46,7 +52,9 @@ export async function verifyServer(options: { url: string; token: string; timeou
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     return { verified: true, tools };
-  } catch (error) {
+  } catch (raw) {
+    // A refusal by our own fetch (a redirect, the token) arrives wrapped in the probe's failure.
+    const error = unwrapProbeFailure(raw);
     const text = error instanceof Error ? error.message : String(error);
     return { verified: false, reason: redactCredential(text, credential) };
   } finally {

@@ -1,4 +1,4 @@
-import type { CallToolResult, Tool, Transport } from '@modelcontextprotocol/client';
+import type { CallToolResult, PriorDiscovery, Tool, Transport } from '@modelcontextprotocol/client';
 import {
   Client,
   InMemoryTransport,
@@ -19,12 +19,14 @@ import {
   secretsOf,
 } from '../credentials/credentialed-fetch';
 import { ProxyError } from '../errors';
-import type { Admission, DownstreamSpec, ServerFacts } from '../gateway/types';
+import type { Admission, DownstreamProtocol, DownstreamSpec, ServerFacts } from '../gateway/types';
+import { isProtocolMismatch, protocolMismatch, unwrapProbeFailure, versionNegotiationFor } from './protocol-setting';
 import { relayServerRequests, type ServerRequestRelay } from './relay-server-requests';
 
 /**
  * What the proxy declares to a shared downstream (SPEC §3.10): form elicitation, sampling and
- * roots, answered by the session whose call is in flight when the downstream asks.
+ * roots, answered by the session whose call is in flight when the downstream asks. A 2025 server
+ * reads them at `initialize`; a 2026-07-28 server in every request's `_meta` envelope.
  */
 export const DOWNSTREAM_CLIENT_CAPABILITIES = { elicitation: { form: {} }, sampling: {}, roots: {} } as const;
 
@@ -35,6 +37,15 @@ export const DOWNSTREAM_CLIENT_CAPABILITIES = { elicitation: { form: {} }, sampl
 const maxRememberedSecrets = 8;
 
 export type { Admission, DownstreamSpec, LinkableServer } from '../gateway/types';
+
+/**
+ * What the proxy remembers of its stdio servers' protocol versions for the life of the process,
+ * keyed by how a server is started (command, arguments, environment): the verdict of the one
+ * `server/discover` probe that server's first start cost (issue 31). A restart, or another admission
+ * of the same command, connects from it (the SDK's `ConnectOptions.prior`), so no second probe
+ * process is ever spawned for it.
+ */
+export type ProtocolVerdicts = Map<string, PriorDiscovery>;
 
 /** What a {@link Downstream} needs from its owner. */
 export interface DownstreamOptions {
@@ -64,6 +75,11 @@ export interface DownstreamOptions {
    * declares {@link DOWNSTREAM_CLIENT_CAPABILITIES}; absent: it declares none.
    */
   readonly relay?: ServerRequestRelay;
+  /**
+   * Verdicts shared with the owner's other downstreams ({@link ProtocolVerdicts}); absent, this
+   * downstream keeps its own, which still spares its restarts a probe.
+   */
+  readonly verdicts?: ProtocolVerdicts;
 }
 
 /**
@@ -89,12 +105,26 @@ export async function fetchWithoutRedirects(input: string | URL | Request, init?
  * Whether a Streamable HTTP server refused a request for want of a session (SPEC §3.11): 404 on
  * the session, as the protocol says, or the 400 that common servers answer instead ("No valid
  * session ID provided", "Server not initialized"). Either way the server never ran the request.
+ * A 2026-07-28 connection has no session to lose: a 404 there is the server's refusal, nothing more.
  */
-function isSessionGone(error: unknown): boolean {
+function isSessionGone(client: Client, error: unknown): boolean {
+  if (client.getProtocolEra() === 'modern') return false;
   if (!(error instanceof SdkHttpError)) return false;
   if (error.status === 404) return true;
   return error.status === 400 && /session|not initiali[sz]ed/i.test(error.message);
 }
+
+/**
+ * SDK failures raised before the request left, or (a timeout) reported in doubt by the translator:
+ * not connected, not a method of the connection's protocol version, an input request the client
+ * has no handler for.
+ */
+const notSent: readonly SdkErrorCode[] = [
+  SdkErrorCode.NotConnected,
+  SdkErrorCode.RequestTimeout,
+  SdkErrorCode.MethodNotSupportedByProtocolVersion,
+  SdkErrorCode.CapabilityNotSupported,
+];
 
 /**
  * Whether a failed call may still have run on the server (SPEC §3.12): anything but an answer or
@@ -105,10 +135,10 @@ function isSessionGone(error: unknown): boolean {
  */
 function mayHaveRun(error: unknown): boolean {
   if (ProxyError.isInstance(error)) return false;
+  // The server's answer, in-band (a 2026-07-28 server's HTTP 400 with a JSON-RPC body is one too).
   if (error instanceof ProtocolError) return false;
   // Not sent, or timed out: answered by the translator (a timeout is reported in doubt there).
-  if (error instanceof SdkError && [SdkErrorCode.NotConnected, SdkErrorCode.RequestTimeout].includes(error.code))
-    return false;
+  if (error instanceof SdkError && notSent.includes(error.code)) return false;
   if (error instanceof SdkHttpError) {
     const status = error.status ?? 0;
     return !((status >= 400 && status < 500) || status === 503);
@@ -123,8 +153,25 @@ function describeRaw(error: unknown): string {
 }
 
 /**
- * One downstream MCP server: connects, lists its tools, calls them with a timeout, re-lists on
- * `list_changed`, and restarts a dead stdio child once on the next call.
+ * What a connection found, as the SDK takes it back (`ConnectOptions.prior`): the server's
+ * `server/discover` answer on a 2026-07-28 connection, else the 2025 handshake.
+ */
+function verdictOf(client: Client): PriorDiscovery {
+  const discover = client.getDiscoverResult();
+  return discover === undefined ? { kind: 'legacy' } : { kind: 'modern', discover };
+}
+
+/** The key a stdio server's verdict is remembered under: everything that decides what is started. */
+function verdictKey(spec: DownstreamSpec): string | undefined {
+  if (spec.kind !== 'stdio') return undefined;
+  return JSON.stringify([spec.command, spec.args ?? [], Object.entries(spec.env ?? {}).sort()]);
+}
+
+/**
+ * One downstream MCP server: connects in the protocol version its `protocol` setting allows
+ * (issue 31), lists its tools, calls them with a timeout, re-lists on `list_changed` (on a
+ * 2026-07-28 connection, from the `subscriptions/listen` stream it opens), and restarts a dead
+ * stdio child once on the next call.
  */
 export class Downstream {
   readonly name: string;
@@ -136,8 +183,11 @@ export class Downstream {
   #client: Client | undefined;
   #connecting: Promise<Client> | undefined;
   #closedByUs = false;
-  /** The client being connected right now, so close() can stop it mid-connect. */
-  #opening: Client | undefined;
+  /**
+   * The client being connected right now and its transport, so close() can stop it mid-connect:
+   * the transport too, since during a `server/discover` probe the client does not hold it yet.
+   */
+  #opening: { readonly client: Client; readonly transport: Transport } | undefined;
   /** What the latest HTTP request carried: an MCP-level auth error is blamed on it. */
   #presented: PresentedCredential | undefined;
   /**
@@ -145,6 +195,11 @@ export class Downstream {
    * a rotation during a call is covered): removed from everything this server answers.
    */
   readonly #secrets = new Set<string>();
+  /** The `protocol` setting; `undefined` for an in-process server, linked in the 2025 handshake. */
+  readonly #protocol: DownstreamProtocol | undefined;
+  readonly #verdicts: ProtocolVerdicts;
+  /** The connection's change stream ended unexpectedly: re-opened (and the tools re-read) at the next call. */
+  #watchLost = false;
 
   constructor(options: DownstreamOptions) {
     this.name = options.name;
@@ -156,6 +211,13 @@ export class Downstream {
       ...(options.spec.kind === 'http' && { url: options.spec.url }),
     };
     this.#options = options;
+    this.#protocol = options.spec.kind === 'in-process' ? undefined : (options.spec.protocol ?? 'auto');
+    this.#verdicts = options.verdicts ?? new Map();
+  }
+
+  /** The MCP protocol version the current connection negotiated; `undefined` while not connected. */
+  get protocolVersion(): string | undefined {
+    return this.#client?.getNegotiatedProtocolVersion();
   }
 
   /** The URL it was connected at, for HTTP downstreams. */
@@ -184,13 +246,17 @@ export class Downstream {
 
   async #open(): Promise<Client> {
     const { relay } = this.#options;
+    const protocol = this.#protocol;
     const client = new Client(
       { name: 'extensible-mcp', version: '0.1.0' },
-      relay ? { capabilities: DOWNSTREAM_CLIENT_CAPABILITIES } : undefined,
+      {
+        ...(relay && { capabilities: DOWNSTREAM_CLIENT_CAPABILITIES }),
+        ...(protocol !== undefined && { versionNegotiation: versionNegotiationFor(protocol) }),
+      },
     );
     if (relay) relayServerRequests(client, DOWNSTREAM_CLIENT_CAPABILITIES, relay);
-    this.#opening = client;
     const transport = this.#transport();
+    this.#opening = { client, transport };
     client.onclose = () => {
       if (this.#client === client) this.#client = undefined;
       if (!this.#closedByUs) this.#options.log(`server "${this.name}": connection closed`);
@@ -203,23 +269,87 @@ export class Downstream {
         this.#options.log(`server "${this.name}": re-listing tools failed: ${this.#describe(error)}`);
       }
     });
+    const key = protocol === 'auto' ? verdictKey(this.spec) : undefined;
+    const prior = key === undefined ? undefined : this.#verdicts.get(key);
     try {
-      await client.connect(transport, { timeout: this.#options.connectTimeoutMs });
+      await client.connect(transport, { timeout: this.#options.connectTimeoutMs, ...(prior && { prior }) });
+      // Opened before the first listing, so that no change between the two goes unseen.
+      await this.#watchToolList(client);
       const tools = await this.#listTools(client);
       // close() ran while this connection was being made: stop what was just started.
       if (this.#closedByUs) throw new ProxyError('downstream-unavailable', `Server "${this.name}" has been closed.`);
       this.#client = client;
+      // The probe's verdict, remembered: the next start of this command connects without one.
+      if (key !== undefined && prior === undefined) this.#verdicts.set(key, verdictOf(client));
+      this.#options.log(
+        `server "${this.name}": connected, MCP ${client.getNegotiatedProtocolVersion() ?? 'version unknown'}${prior ? ' (as its first start negotiated)' : ''}`,
+      );
       this.#options.onTools(tools);
       return client;
-    } catch (error) {
+    } catch (raw) {
       await client.close().catch(() => undefined);
+      const error = unwrapProbeFailure(raw);
+      // A remembered verdict the server now contradicts (it answered, but not in that version: it
+      // was upgraded or replaced) is forgotten, and the server is asked again, once: that start has
+      // no verdict to fall back on. A child that did not start at all proves nothing.
+      if (key !== undefined && prior !== undefined && error instanceof ProtocolError && !this.#closedByUs) {
+        this.#verdicts.delete(key);
+        this.#options.log(
+          `server "${this.name}": no longer speaks the protocol version it first negotiated (${this.#describe(error)}); asking it again`,
+        );
+        return this.#open();
+      }
       // A refused redirect names its target, which a hostile server can make carry the token.
       if (ProxyError.isInstance(error)) throw this.#redactError(error);
       const rejected = this.#authFailure(error);
       if (rejected) throw rejected;
+      if (protocol !== undefined && protocol !== 'auto' && isProtocolMismatch(protocol, error)) {
+        throw protocolMismatch(this.name, protocol, error);
+      }
       throw new ProxyError('downstream-unavailable', `Server "${this.name}" is unavailable: ${this.#describe(error)}`, {
         cause: error,
       });
+    }
+  }
+
+  /**
+   * On a 2026-07-28 connection a server's change notifications arrive only on a
+   * `subscriptions/listen` stream the client opens (there is no session to push them on): open one
+   * for tool list changes when the server declares them. They reach the same `list_changed`
+   * handler as a 2025 server's. A stream the server cannot open is logged, not fatal: the tools
+   * still work, and the list is read again at the next connection.
+   */
+  async #watchToolList(client: Client): Promise<void> {
+    if (client.getProtocolEra() !== 'modern' || client.getServerCapabilities()?.tools?.listChanged !== true) return;
+    this.#watchLost = false;
+    try {
+      const subscription = await client.listen({ toolsListChanged: true }, { timeout: this.#options.connectTimeoutMs });
+      void subscription.closed.then((reason) => {
+        // Closed by us (close(), a new connection): nothing to restore. Ended by the server, on
+        // purpose (it shuts down to restart) or not (the stream was cut), it is wanted still.
+        if (reason === 'local' || this.#closedByUs || this.#client !== client) return;
+        this.#watchLost = true;
+        this.#options.log(
+          `server "${this.name}": its change stream ${reason === 'graceful' ? 'was ended by the server' : 'was cut'}; it is re-opened at the next call`,
+        );
+      });
+    } catch (error) {
+      this.#options.log(
+        `server "${this.name}": could not open its change stream (${this.#describe(error)}); tool list changes are seen at the next connection`,
+      );
+    }
+  }
+
+  /** Re-opens a cut change stream and re-reads the tools, since changes may have gone unseen meanwhile. */
+  async #rewatch(client: Client): Promise<void> {
+    this.#watchLost = false;
+    try {
+      await this.#watchToolList(client);
+      if (this.#client !== client) return;
+      this.#options.onTools(await this.#listTools(client));
+      this.#options.log(`server "${this.name}": change stream re-opened, tools re-read`);
+    } catch (error) {
+      this.#options.log(`server "${this.name}": re-listing tools failed: ${this.#describe(error)}`);
     }
   }
 
@@ -318,10 +448,11 @@ export class Downstream {
    */
   async call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
     const client = await this.connect();
+    if (this.#watchLost) void this.#rewatch(client);
     try {
       return await this.#callOnce(client, tool, args);
     } catch (error) {
-      if (isSessionGone(error)) return this.#callInNewSession(client, tool, args);
+      if (isSessionGone(client, error)) return this.#callInNewSession(client, tool, args);
       throw this.#callFailure(error, tool);
     }
   }
@@ -412,7 +543,12 @@ export class Downstream {
     this.#closedByUs = true;
     const client = this.#client;
     this.#client = undefined;
-    // A connection still being made is stopped too (its child with it), not awaited.
-    await Promise.allSettled([client?.close(), this.#opening?.close()]);
+    // A connection still being made is stopped too (its child with it), not left to its timeout.
+    const connecting = this.#connecting;
+    const opening = this.#opening;
+    await Promise.allSettled([client?.close(), opening?.client.close(), opening?.transport.close()]);
+    // A connect stopped during its `server/discover` probe settles once the SDK has reaped the
+    // probe's sibling process (issue 31): closed means no child of this server is left running.
+    await connecting?.catch(() => undefined);
   }
 }

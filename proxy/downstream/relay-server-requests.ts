@@ -42,6 +42,12 @@ function modeSupported(capabilities: ClientCapabilities, mode: 'form' | 'url'): 
  * `sampling/createMessage`, `roots/list` (an empty list when no session can answer) and `ping`.
  * Cancellation follows the server's `notifications/cancelled` through the handler's signal, and
  * every relayed request has a timeout. Handlers exist only for what `declared` names.
+ *
+ * The same handlers serve both protocol versions (issue 31): a 2025-11-25 server sends these as
+ * requests on its session; a 2026-07-28 server answers its `tools/call` with `input_required`, and
+ * the SDK client's auto-fulfilment runs each embedded request through these handlers (with the
+ * call's signal) before it retries the call with the answers. Either way the request is asked
+ * while the call is in flight, so `relay` routes it to the calling session.
  */
 export function relayServerRequests(client: Client, declared: ClientCapabilities, relay: ServerRequestRelay): void {
   const refuse = (method: string, reason: string): never => {

@@ -1,6 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
-import { Downstream } from '../downstream/downstream';
+import { Downstream, type ProtocolVerdicts } from '../downstream/downstream';
 import type { RelayTarget } from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessControl } from '../filters/access-control';
@@ -232,6 +232,8 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
   /** Calls in flight per downstream, by server name: whom a downstream's own request belongs to. */
   const inFlight = new Map<Downstream, Set<{ readonly context: CallContext }>>();
   const localTools = new Map<string, LocalTool>();
+  /** How each stdio command answered its one protocol probe, for the life of the gateway (issue 31). */
+  const verdicts: ProtocolVerdicts = new Map();
   /**
    * The URL the operator admitted each HTTP server name at (config or `admit`): the only URL its
    * token is ever presented to (SPEC §3.9). A runtime load never adds to it.
@@ -447,6 +449,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       callTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       log,
+      verdicts,
       ...(dispatcher && { dispatcher }),
       // The operator's servers may ask the calling session (form, sampling, roots); a server the
       // model loaded at runtime is untrusted and is declared nothing, so it can ask nobody.
@@ -506,7 +509,8 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
         throw error;
       }
       if (dispatcher) loadDispatchers.set(name, dispatcher);
-      return { server: name, tools: index.toolsOf(name).length };
+      const { protocolVersion } = downstream;
+      return { server: name, tools: index.toolsOf(name).length, ...(protocolVersion && { protocolVersion }) };
     } finally {
       admitting.delete(name);
     }

@@ -256,6 +256,8 @@ export interface ListingConnection {
 export interface AdmitReport {
   readonly server: string;
   readonly tools: number;
+  /** The MCP protocol version the connection negotiated (`2026-07-28`, `2025-11-25`, …). */
+  readonly protocolVersion?: string;
 }
 
 /** What starting the configured servers managed to connect. */
@@ -299,6 +301,13 @@ export interface LinkableServer {
   connect(transport: Transport): Promise<void>;
 }
 
+/**
+ * Which MCP protocol version the proxy speaks to a downstream (issue 31, docs/protocol.md): a
+ * pinned version, connected to in that version or not at all, or `auto`, which asks the server
+ * (`server/discover`) and speaks 2026-07-28 when it offers it, else 2025-11-25. Absent means `auto`.
+ */
+export type DownstreamProtocol = '2026-07-28' | '2025-11-25' | 'auto';
+
 /** How to reach a downstream server. */
 export type DownstreamSpec =
   | {
@@ -306,6 +315,7 @@ export type DownstreamSpec =
       readonly command: string;
       readonly args?: readonly string[];
       readonly env?: Readonly<Record<string, string>>;
+      readonly protocol?: DownstreamProtocol;
     }
-  | { readonly kind: 'http'; readonly url: string }
+  | { readonly kind: 'http'; readonly url: string; readonly protocol?: DownstreamProtocol }
   | { readonly kind: 'in-process'; readonly server: LinkableServer };

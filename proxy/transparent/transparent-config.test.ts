@@ -114,6 +114,11 @@ describe('parseTransparentConfig', () => {
       'tools.t.required: expected a list of field names',
     ],
     ['a list at top level', [1, 2], '(top level): expected a YAML mapping'],
+    [
+      'a protocol the proxy does not speak',
+      { upstream: { command: 'x', protocol: '2025-06-18' } },
+      'upstream.protocol: expected one of "2026-07-28", "2025-11-25", "auto" (the MCP protocol version to speak to the upstream), got string "2025-06-18"',
+    ],
   ])('rejects %s with a message naming the file and path', (_label, raw, expected) => {
     const message = errorOf(raw);
     expect(message).toContain('cfg.yaml');
@@ -128,6 +133,21 @@ describe('loadTransparentConfig', () => {
     await writeFile(path, text);
     return path;
   }
+
+  it('reads upstream.protocol for either kind of upstream, unquoted versions included; absent, none (auto)', async () => {
+    const stdio = await write('stdio.yaml', 'upstream:\n  command: node\n  protocol: 2026-07-28\n');
+    await expect(loadTransparentConfig(stdio)).resolves.toMatchObject({
+      upstream: { kind: 'stdio', command: 'node', protocol: '2026-07-28' },
+    });
+    const http = await write('http.yaml', 'upstream:\n  url: https://mcp.example/mcp\n  protocol: "2025-11-25"\n');
+    expect((await loadTransparentConfig(http)).upstream).toEqual({
+      kind: 'http',
+      url: 'https://mcp.example/mcp',
+      protocol: '2025-11-25',
+    });
+    const plain = await write('plain.yaml', 'upstream:\n  url: https://mcp.example/mcp\n');
+    expect((await loadTransparentConfig(plain)).upstream).not.toHaveProperty('protocol');
+  });
 
   it('loads YAML', async () => {
     const path = await write('ok.yaml', 'upstream:\n  command: node\n  args: ["s.js"]\n');

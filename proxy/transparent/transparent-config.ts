@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import { DOWNSTREAM_PROTOCOLS } from '../downstream/protocol-setting';
 import { ProxyError } from '../errors';
 import { globProblem } from '../filters/load-control';
+import type { DownstreamProtocol } from '../gateway/types';
 
 /**
  * Secret markers used when the config names none (SPEC §3.10). Matched on normalised whole words
@@ -40,15 +42,20 @@ export const PRIMITIVE_FIELD_TYPES = ['string', 'number', 'integer', 'boolean'] 
 /** One of {@link PRIMITIVE_FIELD_TYPES}. */
 export type PrimitiveFieldType = (typeof PRIMITIVE_FIELD_TYPES)[number];
 
-/** Where the upstream MCP server lives: a stdio child or a Streamable HTTP endpoint. */
+/**
+ * Where the upstream MCP server lives: a stdio child or a Streamable HTTP endpoint, and the MCP
+ * version to speak to it (`upstream.protocol`, issue 31): a pinned version never falls back;
+ * absent means `auto` (ask the server, speak 2026-07-28 when it offers it).
+ */
 export type UpstreamConfig =
   | {
       readonly kind: 'stdio';
       readonly command: string;
       readonly args: readonly string[];
       readonly env: Readonly<Record<string, string>>;
+      readonly protocol?: DownstreamProtocol;
     }
-  | { readonly kind: 'http'; readonly url: string };
+  | { readonly kind: 'http'; readonly url: string; readonly protocol?: DownstreamProtocol };
 
 /** Copy for one field of the elicitation form. */
 export interface ElicitFieldCopy {
@@ -158,6 +165,12 @@ const markerList = list(text('a marker string'), 'marker strings');
 
 const upstreamSchema = mapping({
   url: text('an http(s) URL').optional(),
+  protocol: z
+    .enum(DOWNSTREAM_PROTOCOLS, {
+      error: (issue) =>
+        `expected one of ${DOWNSTREAM_PROTOCOLS.map((value) => JSON.stringify(value)).join(', ')} (the MCP protocol version to speak to the upstream), got ${describeInput(issue.input)}`,
+    })
+    .optional(),
   command: text('a command to run').optional(),
   args: list(text('an argument string'), 'argument strings').optional(),
   env: z
@@ -342,10 +355,17 @@ export function parseTransparentConfig(raw: unknown, source: string): Transparen
     });
   }
   const file = parsed.data;
+  const protocol = file.upstream.protocol === undefined ? {} : { protocol: file.upstream.protocol };
   const upstream: UpstreamConfig =
     file.upstream.command !== undefined
-      ? { kind: 'stdio', command: file.upstream.command, args: file.upstream.args ?? [], env: file.upstream.env ?? {} }
-      : { kind: 'http', url: file.upstream.url ?? '' };
+      ? {
+          kind: 'stdio',
+          command: file.upstream.command,
+          args: file.upstream.args ?? [],
+          env: file.upstream.env ?? {},
+          ...protocol,
+        }
+      : { kind: 'http', url: file.upstream.url ?? '', ...protocol };
   const tools: Record<string, ToolPolicy> = {};
   for (const [name, tool] of Object.entries(file.tools)) tools[name] = toToolPolicy(tool);
   const sensitive = file.policies.sensitive_required;

@@ -6,6 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkPidFile, pidFilePath, processStartTime, readProxyEnv, runAddServer } from '../../proxy/cli/index';
 import { type HttpFixture, startHttpFixture } from '../fixtures/http-fixture-server';
+import { startModernHttpFixture } from '../fixtures/modern-http-fixture-server';
 import { callTool, searchNames, textOf } from '../proxy/helpers';
 import { bin, type CliResult, cliEnv, configIn, runCli } from './cli-run';
 import { leakScan, testTokens } from './leak-scan';
@@ -164,6 +165,21 @@ describe('add-server: writes', () => {
       filters: { similarity_threshold: 0 },
     });
     expect(readdirSync(folder).sort()).toEqual(['config.json', 'tokens']);
+  });
+});
+
+describe('add-server: a 2026-07-28 server', () => {
+  it('passes the check in the version the proxy will speak to it, the token on every request', async () => {
+    const server = await startModernHttpFixture({ bearer: testTokens.added });
+    cleanups.push(() => server.close());
+    const { configPath } = configIn(baseConfig);
+    const result = await addServer({ configPath, name: 'modern', url: server.url, token: testTokens.added });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/verified: 5 tools \(echo, whoami, greet, hang, grow\)/);
+    expect(server.methods).toEqual(['server/discover', 'tools/list']);
+    expect(new Set(server.authorizations)).toEqual(new Set([`Bearer ${testTokens.added}`]));
+    expect(JSON.parse(readFileSync(configPath, 'utf8')).mcpServers).toEqual({ modern: { url: server.url } });
   });
 });
 

@@ -7,6 +7,7 @@ import { Server } from '@modelcontextprotocol/server';
 import {
   createGateway,
   createHostBuiltins,
+  type DownstreamProtocol,
   type DownstreamSpec,
   type Gateway,
   type GatewayOptions,
@@ -104,10 +105,15 @@ export function bankServer(options: BankServerOptions): Server {
   return server;
 }
 
-/** A fresh state folder for the mortal stdio fixture, and readers for what it recorded. */
+/**
+ * A fresh state folder for the mortal stdio fixture, and readers for what it recorded. The fixture
+ * is a 2025-11-25 server, and its spec pins that version unless `protocol` says otherwise: every
+ * process started from its command counts as a start, so under `auto` the one `server/discover`
+ * probe process of its first connection (issue 31) is a start too.
+ */
 export function mortalFixture(
   cleanups: ReturnType<typeof cleanupStack>,
-  options: { readonly maxStarts?: number } = {},
+  options: { readonly maxStarts?: number; readonly protocol?: DownstreamProtocol } = {},
 ): { spec: DownstreamSpec; calls(): string[]; starts(): string[] } {
   const directory = mkdtempSync(join(tmpdir(), 'emcp-mortal-'));
   cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
@@ -129,6 +135,7 @@ export function mortalFixture(
         directory,
         ...(options.maxStarts !== undefined ? [String(options.maxStarts)] : []),
       ],
+      protocol: options.protocol ?? '2025-11-25',
     },
     calls: () => lines('calls'),
     starts: () => lines('starts'),

@@ -36,7 +36,12 @@ describe.skipIf(!existsSync(stagedModelDir))('stdio proxy exit after a downstrea
       const fixture = resolve('tests/security/fixtures/many-tools-stdio-server.ts');
       const config = writeCliConfig({
         mcpServers: {
-          many: { command: process.execPath, args: ['--import', 'tsx', fixture, stateDir, String(toolCount)] },
+          // A 2025-11-25 server, pinned: no probe process among the recorded starts (issue 31).
+          many: {
+            command: process.execPath,
+            args: ['--import', 'tsx', fixture, stateDir, String(toolCount)],
+            protocol: '2025-11-25',
+          },
         },
       });
       cli = startCli(config, { withModel: true });

@@ -54,7 +54,11 @@ describe('a downstream that never initialises', () => {
     const config = join(folder, 'config.json');
     writeFileSync(
       config,
-      JSON.stringify({ mcpServers: { hung: { command: process.execPath, args: [hangingServer] } } }),
+      // Pinned to the 2025 handshake: under `auto` the first process started is the SDK's probe
+      // sibling, whose stderr is discarded (issue 31), and the line this test waits for never shows.
+      JSON.stringify({
+        mcpServers: { hung: { command: process.execPath, args: [hangingServer], protocol: '2025-11-25' } },
+      }),
     );
     const transport = new StdioClientTransport({
       command: process.execPath,
