@@ -30,7 +30,13 @@ import type {
   ProxyEvent,
   ServerFacts,
 } from '../gateway/types';
-import { createUpstreamTransport, describeUpstream, type UpstreamTransportOptions } from './create-upstream-transport';
+import {
+  connectUpstream,
+  createUpstreamTransport,
+  describeUpstream,
+  type UpstreamTransportOptions,
+  upstreamNegotiation,
+} from './create-upstream-transport';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
 import { toWireError } from './to-wire-error';
 import type { TransparentConfig, UpstreamConfig } from './transparent-config';
@@ -482,7 +488,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   /** Opens an upstream connection declaring the client's capabilities, relaying its requests and notifications. */
   async function openUpstream(target: UpstreamConfig, transport?: Transport): Promise<Client> {
     const declared = mirrorClientCapabilities(clientCapabilities);
-    const client = new Client({ name: config.proxy.name, version: config.proxy.version }, { capabilities: declared });
+    const client = new Client(
+      { name: config.proxy.name, version: config.proxy.version },
+      { capabilities: declared, ...upstreamNegotiation(target) },
+    );
     relayServerRequests(client, declared, relay);
     client.fallbackNotificationHandler = async (notification: Notification) => {
       // The upstream's tools changed: the next call lists them afresh.
@@ -500,7 +509,9 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       void close();
     };
     try {
-      await client.connect(
+      await connectUpstream(
+        client,
+        target,
         transport ??
           createUpstreamTransport(target, {
             ...(options.upstreamStderr !== undefined && { stderr: options.upstreamStderr }),

@@ -27,7 +27,12 @@ import {
   type TransparentProxyOptions,
   transparentGateway,
 } from './create-transparent-proxy';
-import { createUpstreamTransport, describeUpstream } from './create-upstream-transport';
+import {
+  connectUpstream,
+  createUpstreamTransport,
+  describeUpstream,
+  upstreamNegotiation,
+} from './create-upstream-transport';
 import { toWireError } from './to-wire-error';
 
 /** Options of {@link createTransparentRequests}: a transparent proxy's, without one client's principal. */
@@ -115,7 +120,10 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   };
 
   async function open(declared: ClientCapabilities): Promise<Pooled> {
-    const client = new Client({ name: config.proxy.name, version: config.proxy.version }, { capabilities: declared });
+    const client = new Client(
+      { name: config.proxy.name, version: config.proxy.version },
+      { capabilities: declared, ...upstreamNegotiation(config.upstream) },
+    );
     const pooled: Pooled = { client, tools: undefined, used: ++clock, busy: 0 };
     // The upstream may ask (it was told the client can answer), but a 2026-07-28 client cannot be
     // sent requests in the middle of its call: refused, with an event (docs/protocol.md).
@@ -135,7 +143,9 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       if (changed !== undefined) options.bus?.publish({ kind: changed });
     };
     try {
-      await client.connect(
+      await connectUpstream(
+        client,
+        config.upstream,
         (await options.upstreamTransport?.()) ??
           createUpstreamTransport(config.upstream, { stderr: options.upstreamStderr ?? 'inherit' }),
       );
