@@ -266,7 +266,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       options.shop === undefined && env.pizzaUrl !== undefined && !started.connected.includes('pizza')
         ? connectShopLater({
             gateway: running,
-            spec: { kind: 'http', url: env.pizzaUrl },
+            spec: shopOverHttp(env.pizzaUrl),
             delays: options.shopRetryMs ?? { first: 1000, max: 10_000 },
             onConnected: async () => {
               merchant = await pinMerchant(running, identity, events);
@@ -413,9 +413,17 @@ function connectShopLater(options: {
   };
 }
 
+/**
+ * The shop over HTTP at `url`, spoken to in 2025-11-25 for now: the deploy harness's order after a
+ * shop container restart does not complete over a 2026-07-28 connection (docs/protocol.md, Next).
+ */
+function shopOverHttp(url: string): DownstreamSpec {
+  return { kind: 'http', url, protocol: '2025-11-25' };
+}
+
 /** The shop as the operator configured it: over HTTP at `PIZZA_URL`, else a stdio child told the settlement DID. */
 function shopSpec(env: HouseholdEnv, household: Household): DownstreamSpec {
-  if (env.pizzaUrl !== undefined) return { kind: 'http', url: env.pizzaUrl };
+  if (env.pizzaUrl !== undefined) return shopOverHttp(env.pizzaUrl);
   return {
     kind: 'stdio',
     command: process.execPath,
