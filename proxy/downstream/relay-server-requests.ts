@@ -27,7 +27,8 @@ export interface ServerRequestRelay {
   readonly onRefused?: (reason: string) => void;
 }
 
-function modeSupported(capabilities: ClientCapabilities, mode: 'form' | 'url'): boolean {
+/** Whether a client declared an elicitation mode (an empty capability means form: the spec's reading). */
+export function modeSupported(capabilities: ClientCapabilities, mode: 'form' | 'url'): boolean {
   const elicitation = capabilities.elicitation;
   if (elicitation === undefined) return false;
   // An empty elicitation capability means form mode (the spec's backwards-compatible reading).

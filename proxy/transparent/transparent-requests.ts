@@ -14,7 +14,7 @@ import {
   type Transport,
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
-import { relayServerRequests } from '../downstream/relay-server-requests';
+import { modeSupported, relayServerRequests } from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
 import type { CallContext, Gateway, ListingConnection, Principal, ProxyEvent } from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
@@ -72,12 +72,6 @@ interface Pooled {
   tools: Map<string, Tool> | undefined;
   used: number;
   busy: number;
-}
-
-/** Whether a client can show a form: `form`, or an empty elicitation capability (the spec's reading). */
-function showsForms(capabilities: ClientCapabilities): boolean {
-  const elicitation = capabilities.elicitation;
-  return elicitation !== undefined && (elicitation.form !== undefined || elicitation.url === undefined);
 }
 
 /** What the request's client declared, from the request's own `_meta` envelope (2026-07-28). */
@@ -275,7 +269,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         return rounds.run(
           ctx,
           { principal, method: 'tools/call', name, arguments: args },
-          showsForms(declared),
+          modeSupported(declared, 'form'),
           async (elicit) => {
             const context: CallContext = {
               principal,
