@@ -213,10 +213,10 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
     const context: CallContext = {
       principal: options.principal,
       scope,
-      signal: ctx.mcpReq.signal,
       clientCapabilities,
       // A downstream's own requests during this call reach this 2025 client, tied to this request
-      // (SPEC §3.10). A 2026 request cannot be sent requests: they are refused (docs/protocol.md).
+      // (SPEC §3.10). A 2026 client cannot be sent requests: the round holds the call and asks it
+      // through `input_required` (docs/protocol.md).
       ...(!modern && {
         relay: (relayed, relayOptions) => ctx.mcpReq.send(relayed as never, ResultSchema, relayOptions),
       }),
@@ -225,8 +225,8 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
     const result = await rounds.run(
       ctx,
       { principal: options.principal, method: 'tools/call', name, arguments: args },
-      clientCapabilities.elicitation !== undefined,
-      (elicit) => answerMetaTool(gateway, { name, arguments: args }, { ...context, ...(elicit && { elicit }) }),
+      { canAsk: clientCapabilities.elicitation !== undefined, hold: modern },
+      (turn) => answerMetaTool(gateway, { name, arguments: args }, { ...context, ...turn }),
     );
     if (name === 'call_tool' && result.isError === true) {
       const text = (result as CallToolResult).content

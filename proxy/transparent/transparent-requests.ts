@@ -4,6 +4,7 @@ import {
   type CallToolResult,
   CLIENT_CAPABILITIES_META_KEY,
   type ClientCapabilities,
+  type LoggingLevel,
   ProtocolError,
   type Result,
   Server,
@@ -16,7 +17,7 @@ import {
 import canonicalize from 'canonicalize';
 import { modeSupported, relayServerRequests } from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
-import type { CallContext, Gateway, ListingConnection, Principal, ProxyEvent } from '../gateway/types';
+import type { CallContext, Gateway, ListingConnection, Principal, ProxyEvent, RelayRequest } from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import {
   listAllTools,
@@ -72,6 +73,18 @@ interface Pooled {
   tools: Map<string, Tool> | undefined;
   used: number;
   busy: number;
+  /** The calls in flight here: whom the upstream's own requests and log messages are for. */
+  readonly calls: Set<InFlight>;
+}
+
+/** A `tools/call` on its way upstream, with what reaches its client while it runs. */
+interface InFlight {
+  readonly signal: AbortSignal;
+  /** Holds the upstream's requests for the client; absent when the client cannot be asked. */
+  readonly relay?: RelayRequest | undefined;
+  /** Passes on the upstream's progress and log messages, on the client's request stream. */
+  readonly notify: (notification: { method: string; params: Record<string, unknown> }) => void;
+  readonly progressToken?: string | number | undefined;
 }
 
 /** What the request's client declared, from the request's own `_meta` envelope (2026-07-28). */
@@ -86,8 +99,9 @@ function declaredBy(ctx: ServerContext): ClientCapabilities {
  * filters, call pipeline and elicitation as a 2025 session. The upstream is reached through a
  * bounded pool keyed by (principal, declared capabilities): a 2025 upstream fixes a connection's
  * capabilities at `initialize`, and one principal's connection never serves another. A filter's
- * question is an input round (`input_required`); the upstream's own requests during a call are
- * refused for these clients, who cannot be sent requests.
+ * question is an input round (`input_required`), and so is each of the upstream's own requests
+ * during a call, held in this process until the client's retry answers it; its progress and log
+ * messages go out on the request's stream.
  */
 export function createTransparentRequests(options: TransparentRequestsOptions): TransparentRequests {
   const log = options.log ?? (() => undefined);
@@ -118,18 +132,32 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       { name: config.proxy.name, version: config.proxy.version },
       { capabilities: declared, ...upstreamNegotiation(config.upstream) },
     );
-    const pooled: Pooled = { client, tools: undefined, used: ++clock, busy: 0 };
-    // The upstream may ask (it was told the client can answer), but a 2026-07-28 client cannot be
-    // sent requests in the middle of its call: refused, with an event (docs/protocol.md).
+    const pooled: Pooled = { client, tools: undefined, used: ++clock, busy: 0, calls: new Set() };
+    // The upstream's own requests go to the call in flight on this connection, which holds them
+    // for its client as input rounds; with none or several in flight, the asker is unknown: refused.
     relayServerRequests(client, declared, {
       label: 'the upstream',
       log,
-      markers: undefined,
+      markers: config.policies.sensitiveRequired.enabled ? config.policies.sensitiveRequired : undefined,
       timeoutMs: config.elicitation.timeoutMs,
       onRefused: (reason) => log(`upstream request refused: ${reason}`),
-      target: () => ({ refused: 'the client speaks 2026-07-28 and cannot be sent requests during a call' }),
+      target: () => {
+        const [only, ...others] = pooled.calls;
+        const send = only?.relay;
+        if (only === undefined) return { refused: 'no call is in progress on this connection' };
+        if (others.length > 0)
+          return { refused: `${pooled.calls.size} calls are in progress; the proxy cannot tell which one asked` };
+        return send === undefined
+          ? { refused: 'the calling client cannot be asked' }
+          : { send, capabilities: declared };
+      },
     });
     client.fallbackNotificationHandler = async (notification) => {
+      // A log message is the one call's in flight; with several, whose it is cannot be told.
+      const [only, ...others] = pooled.calls;
+      if (notification.method === 'notifications/message' && only !== undefined && others.length === 0) {
+        only.notify(notification as never);
+      }
       if (notification.method === 'notifications/tools/list_changed') pooled.tools = undefined;
       // A listing changed upstream: every listener hears it (the upstream is the deployment's).
       // `resources/updated` names a subscription's URI and stays with its connection.
@@ -186,11 +214,18 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     }
   }
 
-  async function request(pooled: Pooled, method: string, params: unknown, ctx: ServerContext): Promise<Result> {
+  async function request(
+    pooled: Pooled,
+    method: string,
+    params: unknown,
+    signal: AbortSignal,
+    onprogress?: (progress: Record<string, unknown>) => void,
+  ): Promise<Result> {
     pooled.busy += 1;
     try {
       return await pooled.client.request({ method, ...(params !== undefined && { params }) } as never, ResultSchema, {
-        signal: ctx.mcpReq.signal,
+        signal,
+        ...(onprogress !== undefined && { onprogress, resetTimeoutOnProgress: true }),
       });
     } catch (error) {
       throw toWireError(error, log);
@@ -200,7 +235,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   }
 
   /** The pooled connection as the gateway's listing (SPEC §3.5): what it lists now is callable. */
-  function listing(pooled: Pooled, ctx: ServerContext): ListingConnection {
+  function listing(pooled: Pooled, call: InFlight): ListingConnection {
     const catalog = async (refresh: boolean) => {
       if (pooled.tools === undefined || refresh) {
         pooled.tools = new Map((await listAllTools(pooled.client)).map((tool) => [tool.name, tool]));
@@ -213,8 +248,22 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         return (await catalog(false)).get(tool) ?? (await catalog(true)).get(tool);
       },
       async call(tool, args) {
+        // Progress goes back under the client's own token; the SDK puts its own on the upstream request.
+        const { progressToken } = call;
+        const onprogress =
+          progressToken === undefined
+            ? undefined
+            : (progress: Record<string, unknown>) =>
+                call.notify({ method: 'notifications/progress', params: { ...progress, progressToken } });
+        pooled.calls.add(call);
         try {
-          return (await request(pooled, 'tools/call', { name: tool, arguments: args }, ctx)) as CallToolResult;
+          return (await request(
+            pooled,
+            'tools/call',
+            { name: tool, arguments: args },
+            call.signal,
+            onprogress,
+          )) as CallToolResult;
         } catch (error) {
           if (error instanceof ProtocolError) {
             throw new ProxyError('downstream-failed', `The upstream failed on "${tool}": ${error.message}`, {
@@ -222,6 +271,8 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
             });
           }
           throw error;
+        } finally {
+          pooled.calls.delete(call);
         }
       },
     };
@@ -260,7 +311,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         access: () => access,
         emit,
         forward: async (method, params, ctx) =>
-          request(await connection(principal, declaredBy(ctx)), method, params, ctx),
+          request(await connection(principal, declaredBy(ctx)), method, params, ctx.mcpReq.signal),
       });
       server.setRequestHandler('tools/call', async (call, ctx) => {
         const declared = declaredBy(ctx);
@@ -269,13 +320,24 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         return rounds.run(
           ctx,
           { principal, method: 'tools/call', name, arguments: args },
-          modeSupported(declared, 'form'),
-          async (elicit) => {
+          { canAsk: modeSupported(declared, 'form'), hold: true },
+          async ({ elicit, relay, signal }) => {
             const context: CallContext = {
               principal,
               scope,
-              listing: listing(pooled, ctx),
-              signal: ctx.mcpReq.signal,
+              listing: listing(pooled, {
+                signal,
+                relay,
+                progressToken: call.params._meta?.progressToken,
+                // A log message goes at the level the client asked for in this request.
+                notify: ({ method, params }) =>
+                  void (
+                    method === 'notifications/message'
+                      ? ctx.mcpReq.log(params.level as LoggingLevel, params.data, params.logger as string | undefined)
+                      : ctx.mcpReq.notify({ method, params } as never)
+                  ).catch((error: unknown) => log(`could not pass on ${method}: ${String(error)}`)),
+              }),
+              signal,
               ...(elicit && { elicit }),
             };
             return gateway.call({ tool: name, arguments: args ?? {} }, context);

@@ -6,6 +6,11 @@
  * - `connect_bank`: asks through a form for a user name and a password, and reports exactly what
  *   came back (the action, the fields it received, the proxy's refusal reason), never a value.
  * - `list_roots`: asks the client for its roots during the call and returns them.
+ * - `deliver {size}`: asks through a form where to deliver (no secret in it), then asks the
+ *   client's model to write the order's note, and returns both.
+ * - `media`: one result of every content type: text, image, audio, an embedded resource, a link.
+ * - `work {steps}`: reports progress for each step (when the call carries a progress token) and
+ *   logs one message, during the call.
  */
 
 import { McpServer } from '@modelcontextprotocol/server';
@@ -13,7 +18,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 
 const label = process.argv[2] ?? 'default';
-const server = new McpServer({ name: 'asking-server', version: '1.0.0' });
+const server = new McpServer({ name: 'asking-server', version: '1.0.0' }, { capabilities: { logging: {} } });
 
 server.registerTool(
   'whoami',
@@ -46,5 +51,63 @@ server.registerTool('list_roots', { description: 'Lists the client roots', input
   const { roots } = await server.server.listRoots();
   return { content: [{ type: 'text', text: JSON.stringify(roots) }] };
 });
+
+server.registerTool(
+  'deliver',
+  { description: 'Delivers a pizza, asking where to', inputSchema: z.object({ size: z.string() }) },
+  async ({ size }) => {
+    const where = await server.server.elicitInput({
+      mode: 'form',
+      message: `Where should the ${size} pizza go?`,
+      requestedSchema: {
+        type: 'object',
+        properties: { address: { type: 'string', title: 'Address' } },
+        required: ['address'],
+      },
+    });
+    if (where.action !== 'accept') return { content: [{ type: 'text', text: `not delivered: ${where.action}` }] };
+    const note = await server.server.createMessage({
+      messages: [{ role: 'user', content: { type: 'text', text: `Write a note for a ${size} pizza` } }],
+      maxTokens: 20,
+    });
+    const text = note.content.type === 'text' ? note.content.text : note.content.type;
+    return {
+      content: [{ type: 'text', text: `delivering a ${size} pizza to ${where.content?.address}; note: ${text}` }],
+    };
+  },
+);
+
+/** One pixel, and a few bytes of audio: enough to see that each block arrives as it was sent. */
+const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+const AUDIO = Buffer.from('RIFF....WAVEfmt ').toString('base64');
+server.registerTool('media', { description: 'Returns every content type', inputSchema: z.object({}) }, () => ({
+  content: [
+    { type: 'text', text: 'every kind' },
+    { type: 'image', data: PIXEL, mimeType: 'image/png' },
+    { type: 'audio', data: AUDIO, mimeType: 'audio/wav' },
+    { type: 'resource', resource: { uri: 'memo://order/1', mimeType: 'text/plain', text: 'order one' } },
+    { type: 'resource_link', uri: 'memo://order/2', name: 'order two' },
+  ],
+}));
+
+server.registerTool(
+  'work',
+  { description: 'Works in steps, reporting progress', inputSchema: z.object({ steps: z.number() }) },
+  async ({ steps }, ctx) => {
+    const progressToken = ctx.mcpReq._meta?.progressToken;
+    await ctx.mcpReq.log('info', `working in ${steps} steps`, 'asking-server');
+    for (let progress = 1; progress <= steps; progress++) {
+      if (progressToken !== undefined) {
+        await ctx.mcpReq.notify({
+          method: 'notifications/progress',
+          params: { progressToken, progress, total: steps },
+        });
+      }
+      // A step takes a moment, as real work does: its notification goes out before the result.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return { content: [{ type: 'text', text: `worked ${steps} steps` }] };
+  },
+);
 
 await server.connect(new StdioServerTransport());
