@@ -91,4 +91,21 @@ describe('transparent mode for a 2026-07-28 client (no session)', () => {
     expect(await proxy.exited).toEqual({ code: 0, signal: null });
     expect(proxy.log.text()).not.toMatch(/RangeError|Maximum call stack/);
   });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    'over stdio: one %s ends it with exit code 0, its listen stream closed first',
+    async (signal) => {
+      const proxy = startStdioProxy(await writeTemporary('config.yaml', config));
+      cleanups.push(() => proxy.child.kill('SIGKILL'));
+      const client = await sessionless(proxy.transport, []);
+      expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'up' } }))).toBe('Echo: up');
+      const subscription = await client.listen({ toolsListChanged: true });
+
+      // Once, with stdin still open: the client has not gone away.
+      proxy.child.kill(signal);
+      expect(await subscription.closed).toBe('graceful');
+      expect(await proxy.exited).toEqual({ code: 0, signal: null });
+      expect(proxy.log.text()).not.toMatch(/RangeError|Maximum call stack/);
+    },
+  );
 });
