@@ -1,8 +1,8 @@
 import { userInfo } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { InMemoryServerEventBus, type ServerEventBus } from '@modelcontextprotocol/server';
-import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { InMemoryServerEventBus, Server, type ServerEventBus, type Transport } from '@modelcontextprotocol/server';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { ProxyError } from '../errors';
 import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
@@ -12,7 +12,12 @@ import { createTransparentProxy, type TransparentProxy } from '../transparent/cr
 import { describeUpstream } from '../transparent/create-upstream-transport';
 import { loadTransparentConfig } from '../transparent/load-transparent-config';
 import type { TransparentConfig } from '../transparent/transparent-config';
-import { createTransparentRequests, type TransparentRequests } from '../transparent/transparent-requests';
+import {
+  createTransparentRequests,
+  relayChangeEvents,
+  type TransparentRequests,
+} from '../transparent/transparent-requests';
+import { StdioTransport } from './stdio-transport';
 import { readTransparentEnv } from './transparent-env';
 
 /** Where the CLI reads and writes; defaults to the process's own streams and environment. */
@@ -33,17 +38,24 @@ Serves one upstream MCP server with its own tools/list unchanged, and asks the u
 elicitation) for missing required arguments before forwarding a tools/call. Secret-looking
 required fields are never asked for through a form, by the proxy or by the upstream.
 
-The proxy is invisible in both directions: each client session gets its own upstream
-connection, opened after the client's initialize and declaring the client's own elicitation,
-sampling and roots capabilities; the upstream's requests (elicitation/create, sampling/
-createMessage, roots/list, ping) are relayed to that client, tied to the tool call in flight.
+The proxy is invisible in both directions, for clients of MCP 2025-11-25 and 2026-07-28 alike,
+on stdio and over HTTP; the client's first message picks the version:
+  2025-11-25  each client session gets its own upstream connection, opened after the client's
+              initialize and declaring the client's own elicitation, sampling and roots
+              capabilities; the upstream's requests (elicitation/create, sampling/createMessage,
+              roots/list, ping) are relayed to that client, tied to the tool call in flight.
+  2026-07-28  no session: each request is served on its own over a small pool of upstream
+              connections (one per declared capabilities); a missing argument is asked for as
+              input_required, and so is each of the upstream's own requests during the call
+              (the call waits in this process for the answer); progress and log messages go
+              with the request, list changes to the client's subscriptions/listen stream.
 An upstream form asking for a secret is declined and never shown; the reason is logged.
 
 Options:
   -c, --config FILE    The YAML configuration (mcp-elicitation-proxy format).
                        Default: $MCP_ELICITATION_PROXY_CONFIG.
   --http               Serve Streamable HTTP at /mcp instead of stdio: one upstream connection
-                       (a stdio upstream is one child process) per client session.
+                       (a stdio upstream is one child process) per 2025 client session.
   --port N             HTTP port (default 3333).
   --host H             HTTP bind address (default 127.0.0.1). Host and Origin headers are checked.
   --allowed-host H:P   Also accept this Host header (repeatable), e.g. behind a reverse proxy.
@@ -59,9 +71,9 @@ what filters.access_control hides (tools, deny_resources, deny_prompts) is neith
 callable, and each refusal is an event.
 
 Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
-upstream is re-pointed (a new connection per session; the old one closes when its calls end). A
-config that no longer loads, or an upstream that cannot be reached, keeps the running config and
-logs why.
+upstream is re-pointed (a new connection per session; the old one closes when its calls end; a
+2026 client's next request uses new connections). A config that no longer loads, or an upstream
+that cannot be reached, keeps the running config and logs why.
 
 Exit codes: 0 shut down cleanly, 1 upstream unreachable or closed, 2 bad usage or configuration.
 Logs go to stderr; over stdio, stdout carries the MCP protocol.
@@ -86,9 +98,9 @@ function wholeNumber(value: string | undefined, fallback: number, minimum: numbe
 
 /**
  * The `mcp-elicitation-proxy` command (SPEC §3.10, §3.11): parses its flags, loads and validates
- * the YAML, and serves stdio (one session) or Streamable HTTP (one session per client, bounded)
- * until stopped; SIGHUP reloads the config in place. Returns the process exit code; the
- * composition root for this mode.
+ * the YAML, and serves stdio (one client, of either protocol version) or Streamable HTTP (2025
+ * sessions, bounded, and 2026 requests) until stopped; SIGHUP reloads the config in place.
+ * Returns the process exit code; the composition root for this mode.
  */
 export async function runTransparentCli(argv: readonly string[], io: TransparentCliIo = {}): Promise<number> {
   const stdin = io.stdin ?? process.stdin;
@@ -155,10 +167,10 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 
   const live = new Set<TransparentProxy>();
-  // Over HTTP, the face for 2026-07-28 requests (stdio serves one 2025 session).
-  // The upstream's list changes reach 2026 clients' listen streams through one bus (SPEC §3.11).
+  // The face for 2026-07-28 requests, on either transport. The upstream's list changes reach 2026
+  // clients' listen streams through one bus (SPEC §3.11).
   const bus = new InMemoryServerEventBus();
-  let requests = flags.http === true ? createTransparentRequests({ config, log: say, bus }) : undefined;
+  const requests = createTransparentRequests({ config, log: say, bus });
   const open = (principal: Principal): TransparentProxy => {
     const proxy = createTransparentProxy({ config, principal, log: say });
     live.add(proxy);
@@ -193,13 +205,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
       config = next;
       // 2026 requests use the new config from the next request on; the old connections close
       // after a grace that lets the calls in flight on them finish.
-      const previous = requests;
-      if (previous !== undefined) {
-        requests = createTransparentRequests({ config, log: say, bus });
-        // The new upstream's tools may differ: listeners list again.
-        bus.publish({ kind: 'tools_list_changed' });
-        setTimeout(() => void previous.close(), 60_000).unref();
-      }
+      requests.reload(next);
       say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
     });
   };
@@ -209,7 +215,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
       ? await serveOverHttp({
           open,
           live,
-          requests: () => requests as TransparentRequests,
+          requests,
           bus,
           say,
           host: flags.host ?? '127.0.0.1',
@@ -220,13 +226,13 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
           describe: () => describeUpstream(config.upstream),
         })
       : await serveOverStdio({
-          // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
-          proxy: open({ id: `user:${userInfo().username}` }),
+          open,
+          requests,
+          bus,
           stdin,
           stdout,
           say,
-          describe: () => describeUpstream(config.upstream),
-          name: () => config.proxy.name,
+          describe: () => `${describeUpstream(config.upstream)} as "${config.proxy.name}"`,
         });
   } finally {
     process.off('SIGHUP', onHangup);
@@ -234,41 +240,86 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   }
 }
 
-/** One session over this process's stdio, until the client or the upstream goes away. */
+/**
+ * A 2025 transparent session as the instance `serveStdio` pins to the connection. The session must
+ * read the client's `initialize` before it has a server to answer with (it opens the upstream
+ * first, declaring the client's capabilities), so it takes the connection's channel itself: of a
+ * 2025 instance, `serveStdio` uses only `connect` and `close`.
+ */
+class SessionInstance extends Server {
+  readonly #session: TransparentProxy;
+
+  constructor(session: TransparentProxy) {
+    super({ name: 'transparent-session', version: '1' });
+    this.#session = session;
+  }
+
+  override connect(transport: Transport): Promise<void> {
+    return this.#session.connect(transport);
+  }
+
+  override close(): Promise<void> {
+    return this.#session.close();
+  }
+}
+
+/**
+ * This process's stdio, until the client, a signal or (for a 2025 session) the upstream ends it.
+ * The opening message picks the protocol version (`serveStdio`): a 2025 `initialize` gets a
+ * session, a 2026-07-28 request the per-request face, whose pinned server hears the bus.
+ */
 async function serveOverStdio(options: {
-  readonly proxy: TransparentProxy;
+  readonly open: (principal: Principal) => TransparentProxy;
+  readonly requests: TransparentRequests;
+  readonly bus: ServerEventBus;
   readonly stdin: Readable;
   readonly stdout: Writable;
   readonly say: (line: string) => void;
   readonly describe: () => string;
-  readonly name: () => string;
 }): Promise<number> {
-  const { proxy, stdin, say } = options;
-  // The SDK's stdio server transport does not notice end of input: stop when the client hangs up.
-  const stop = () => void proxy.close();
-  stdin.once('end', stop);
-  stdin.once('close', stop);
+  const { requests, say } = options;
+  // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
+  const principal = { id: `user:${userInfo().username}` };
+  // The proxy's own transport: an oversized or malformed line is answered, not fatal; end of stdin closes it.
+  const transport = new StdioTransport({ stdin: options.stdin, stdout: options.stdout });
+  let session: TransparentProxy | undefined;
+  const connection = serveStdio(
+    async ({ era }) => {
+      if (era === 'legacy') {
+        const opened = options.open(principal);
+        session = opened;
+        // The session is the connection: when it ends (its upstream lost), so does the connection.
+        void opened.closed.then(() => connection.close());
+        return new SessionInstance(opened);
+      }
+      const server = await requests.serverFor(principal);
+      relayChangeEvents(options.bus, server, say);
+      return server;
+    },
+    { transport, onerror: (error) => say(error.message) },
+  );
+  say(`serving ${options.describe()} (transparent mode, stdio)`);
+  // One signal is one orderly shutdown: the connection closes its instance, then the transport.
+  const stop = () => void connection.close();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    await proxy.connect(new StdioServerTransport(stdin, options.stdout));
-    say(`serving ${options.describe()} as "${options.name()}" (transparent mode, stdio)`);
-    const outcome = await proxy.closed;
-    return outcome === 'closed' ? TRANSPARENT_EXIT.ok : TRANSPARENT_EXIT.failed;
+    await transport.closed;
   } finally {
-    stdin.off('end', stop);
-    stdin.off('close', stop);
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
+  const outcome = (await session?.closed) ?? 'closed';
+  await requests.close();
+  return outcome === 'closed' ? TRANSPARENT_EXIT.ok : TRANSPARENT_EXIT.failed;
 }
 
 /** Streamable HTTP: one proxy (and one upstream connection) per client session, bounded. */
 async function serveOverHttp(options: {
   readonly open: (principal: Principal) => TransparentProxy;
   readonly live: ReadonlySet<TransparentProxy>;
-  /** The face for 2026-07-28 requests under the config in force, and the bus of their change events. */
-  readonly requests: () => TransparentRequests;
+  /** The face for 2026-07-28 requests, and the bus of their change events. */
+  readonly requests: TransparentRequests;
   readonly bus: ServerEventBus;
   readonly say: (line: string) => void;
   readonly host: string;
@@ -290,7 +341,7 @@ async function serveOverHttp(options: {
       ...(options.inboundTokens !== undefined && { inboundTokens: options.inboundTokens }),
     },
     // 2026-07-28 requests: no session, a server per request over the pooled upstream connections.
-    createStatelessLeg((principal) => options.requests().serverFor(principal), { bus: options.bus }),
+    createStatelessLeg((principal) => options.requests.serverFor(principal), { bus: options.bus }),
   );
   say(
     `serving ${options.describe()} at ${endpoint.url} (transparent mode, Streamable HTTP, at most ${options.maxSessions} sessions)`,
@@ -302,6 +353,6 @@ async function serveOverHttp(options: {
   say('shutting down');
   await endpoint.close();
   await Promise.allSettled([...options.live].map((proxy) => proxy.close()));
-  await options.requests().close();
+  await options.requests.close();
   return TRANSPARENT_EXIT.ok;
 }

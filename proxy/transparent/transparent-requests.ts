@@ -10,6 +10,7 @@ import {
   Server,
   type ServerCapabilities,
   type ServerContext,
+  type ServerEvent,
   type ServerEventBus,
   type Tool,
   type Transport,
@@ -17,7 +18,15 @@ import {
 import canonicalize from 'canonicalize';
 import { modeSupported, relayServerRequests } from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
-import type { CallContext, Gateway, ListingConnection, Principal, ProxyEvent, RelayRequest } from '../gateway/types';
+import type {
+  CallContext,
+  Gateway,
+  ListingConnection,
+  Principal,
+  ProxyEvent,
+  RelayRequest,
+  ServerFacts,
+} from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import {
   listAllTools,
@@ -35,6 +44,7 @@ import {
   upstreamNegotiation,
 } from './create-upstream-transport';
 import { toWireError } from './to-wire-error';
+import type { TransparentConfig } from './transparent-config';
 
 /** Options of {@link createTransparentRequests}: a transparent proxy's, without one client's principal. */
 export interface TransparentRequestsOptions extends Omit<TransparentProxyOptions, 'principal' | 'upstreamTransport'> {
@@ -49,12 +59,24 @@ export interface TransparentRequestsOptions extends Omit<TransparentProxyOptions
   readonly rounds?: InputRounds;
   /** Upstream connections kept open at once; default 16. */
   readonly maxConnections?: number;
+  /** How long a reload leaves the previous configuration's connections to their calls in flight; default 60 s. */
+  readonly retireAfterMs?: number;
 }
 
 /** Transparent mode's face for 2026-07-28 requests: a server per request over pooled upstream connections. */
 export interface TransparentRequests {
-  /** The server that answers requests as `principal` (the SDK's handler or `serveStdio` builds one). */
+  /**
+   * The server that answers requests as `principal` (the SDK's handler builds one per request,
+   * `serveStdio` one per connection). It serves under the configuration in force at each request.
+   */
   serverFor(principal: Principal): Promise<Server>;
+  /**
+   * Applies a new configuration (SIGHUP) from the next request on, servers already built
+   * included; the previous one's connections close after `retireAfterMs`, so the calls in flight
+   * on them finish. Listeners are told the tools may have changed. Throws, changing nothing, when
+   * the new filters cannot be built.
+   */
+  reload(config: TransparentConfig): void;
   close(): Promise<void>;
 }
 
@@ -65,6 +87,40 @@ const LIST_CHANGES: Readonly<Record<string, 'tools_list_changed' | 'prompts_list
     'notifications/prompts/list_changed': 'prompts_list_changed',
     'notifications/resources/list_changed': 'resources_list_changed',
   };
+
+/**
+ * Delivers the bus's list changes through `server`'s own connection, for a face that keeps one
+ * server per connection: `serveStdio` takes no bus, and routes its pinned instance's list-changed
+ * notifications onto the client's `subscriptions/listen` streams. Stops when the server closes.
+ */
+export function relayChangeEvents(bus: ServerEventBus, server: Server, log: (line: string) => void): void {
+  const send: Record<ServerEvent['kind'], (() => Promise<void>) | undefined> = {
+    tools_list_changed: () => server.sendToolListChanged(),
+    prompts_list_changed: () => server.sendPromptListChanged(),
+    resources_list_changed: () => server.sendResourceListChanged(),
+    // A resource update names one subscription's URI and is never broadcast (see LIST_CHANGES).
+    resource_updated: undefined,
+  };
+  const unsubscribe = bus.subscribe((event) => {
+    void send[event.kind]?.().catch((error: unknown) => log(`could not notify the client: ${String(error)}`));
+  });
+  const previous = server.onclose;
+  server.onclose = () => {
+    unsubscribe();
+    previous?.();
+  };
+}
+
+/** What one configuration decides: its filters and its upstream connections. A reload replaces it whole. */
+interface Generation {
+  readonly config: TransparentConfig;
+  readonly gateway: Gateway;
+  readonly access: ReturnType<typeof listingAccess>;
+  readonly facts: ServerFacts;
+  readonly pool: Map<string, Promise<Pooled>>;
+  /** What the upstream offers and says, learned from the first connection. */
+  shaped: Promise<{ capabilities: ServerCapabilities; instructions: string | undefined }> | undefined;
+}
 
 /** One upstream connection, shared by the requests of one principal that declare the same capabilities. */
 interface Pooled {
@@ -105,29 +161,43 @@ function declaredBy(ctx: ServerContext): ClientCapabilities {
  */
 export function createTransparentRequests(options: TransparentRequestsOptions): TransparentRequests {
   const log = options.log ?? (() => undefined);
-  const config = options.config;
   const rounds = options.rounds ?? localInputRounds();
   const maxConnections = options.maxConnections ?? 16;
   // The filters are the host's and the file's; no one principal is theirs (each request names its own).
   const host: TransparentProxyOptions = {
-    config,
+    config: options.config,
     principal: { id: 'anonymous' },
     ...(options.gateway !== undefined && { gateway: options.gateway }),
   };
-  const gateway: Gateway = transparentGateway(config, host, log);
-  const access = listingAccess(config, host);
-  const pool = new Map<string, Promise<Pooled>>();
-  /** What the upstream offers and says, learned from the first connection. */
-  let shaped: Promise<{ capabilities: ServerCapabilities; instructions: string | undefined }> | undefined;
   let clock = 0;
 
-  const facts = {
-    name: config.proxy.name,
-    admission: 'config' as const,
-    ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
-  };
+  function generation(config: TransparentConfig): Generation {
+    return {
+      config,
+      gateway: transparentGateway(config, host, log),
+      access: listingAccess(config, host),
+      facts: {
+        name: config.proxy.name,
+        admission: 'config',
+        ...(config.upstream.kind === 'http' && { url: config.upstream.url }),
+      },
+      pool: new Map(),
+      shaped: undefined,
+    };
+  }
+  let current = generation(options.config);
+  /** Generations replaced by a reload, until their connections close. */
+  const retiring = new Set<Generation>();
 
-  async function open(declared: ClientCapabilities): Promise<Pooled> {
+  async function retire(retired: Generation): Promise<void> {
+    if (!retiring.delete(retired)) return;
+    const entries = await Promise.all([...retired.pool.values()].map((entry) => entry.catch(() => undefined)));
+    retired.pool.clear();
+    await Promise.allSettled(entries.map((pooled) => pooled?.client.close()));
+    await retired.gateway.close();
+  }
+
+  async function open({ config }: Generation, declared: ClientCapabilities): Promise<Pooled> {
     const client = new Client(
       { name: config.proxy.name, version: config.proxy.version },
       { capabilities: declared, ...upstreamNegotiation(config.upstream) },
@@ -183,22 +253,27 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   }
 
   /** The pooled connection for this principal and these capabilities, opened on first use; the least recently used idle one makes room. */
-  async function connection(principal: Principal, capabilities: ClientCapabilities): Promise<Pooled> {
+  async function connection(
+    serving: Generation,
+    principal: Principal,
+    capabilities: ClientCapabilities,
+  ): Promise<Pooled> {
+    const { pool } = serving;
     const declared = mirrorClientCapabilities(capabilities);
     const key = `${principal.id}\u0000${canonicalize(declared)}`;
     let entry = pool.get(key);
     if (entry === undefined) {
-      entry = open(declared);
+      entry = open(serving, declared);
       pool.set(key, entry);
       entry.catch(() => pool.delete(key));
-      void evict(key);
+      void evict(pool, key);
     }
     const pooled = await entry;
     pooled.used = ++clock;
     return pooled;
   }
 
-  async function evict(keep: string): Promise<void> {
+  async function evict(pool: Map<string, Promise<Pooled>>, keep: string): Promise<void> {
     while (pool.size > maxConnections) {
       const settled = await Promise.all(
         [...pool]
@@ -235,7 +310,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   }
 
   /** The pooled connection as the gateway's listing (SPEC §3.5): what it lists now is callable. */
-  function listing(pooled: Pooled, call: InFlight): ListingConnection {
+  function listing(facts: ServerFacts, pooled: Pooled, call: InFlight): ListingConnection {
     const catalog = async (refresh: boolean) => {
       if (pooled.tools === undefined || refresh) {
         pooled.tools = new Map((await listAllTools(pooled.client)).map((tool) => [tool.name, tool]));
@@ -279,20 +354,22 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   }
 
   /** The upstream's capabilities (what the proxy relays of them) and instructions, learned once. */
-  function shape(principal: Principal) {
-    shaped ??= connection(principal, {}).then((pooled) => ({
+  function shape(serving: Generation, principal: Principal) {
+    serving.shaped ??= connection(serving, principal, {}).then((pooled) => ({
       capabilities: mirroredCapabilities(pooled.client.getServerCapabilities() ?? {}),
       instructions: pooled.client.getInstructions(),
     }));
+    const shaped = serving.shaped;
     shaped.catch(() => {
-      shaped = undefined;
+      if (serving.shaped === shaped) serving.shaped = undefined;
     });
     return shaped;
   }
 
   return {
     async serverFor(principal) {
-      const { capabilities, instructions } = await shape(principal);
+      const { config } = current;
+      const { capabilities, instructions } = await shape(current, principal);
       const scope = { kind: 'handle' } as const;
       const emit = (event: Pick<ProxyEvent, 'filter' | 'tool' | 'decision' | 'reason'>) =>
         options.gateway?.onEvent?.({
@@ -307,15 +384,18 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         { name: config.proxy.name, version: config.proxy.version },
         { capabilities, ...(instructions !== undefined && { instructions }), requestState: { verify: rounds.verify } },
       );
+      // Each request reads the configuration in force then: a server `serveStdio` keeps for the
+      // connection follows a reload as the HTTP face's per-request servers do.
       registerListingHandlers(server, capabilities, {
-        access: () => access,
+        access: () => current.access,
         emit,
         forward: async (method, params, ctx) =>
-          request(await connection(principal, declaredBy(ctx)), method, params, ctx.mcpReq.signal),
+          request(await connection(current, principal, declaredBy(ctx)), method, params, ctx.mcpReq.signal),
       });
       server.setRequestHandler('tools/call', async (call, ctx) => {
+        const serving = current;
         const declared = declaredBy(ctx);
-        const pooled = await connection(principal, declared);
+        const pooled = await connection(serving, principal, declared);
         const { name, arguments: args } = call.params;
         return rounds.run(
           ctx,
@@ -325,7 +405,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
             const context: CallContext = {
               principal,
               scope,
-              listing: listing(pooled, {
+              listing: listing(serving.facts, pooled, {
                 signal,
                 relay,
                 progressToken: call.params._meta?.progressToken,
@@ -340,17 +420,23 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
               signal,
               ...(elicit && { elicit }),
             };
-            return gateway.call({ tool: name, arguments: args ?? {} }, context);
+            return serving.gateway.call({ tool: name, arguments: args ?? {} }, context);
           },
         );
       });
       return server;
     },
+    reload(config) {
+      const previous = current;
+      current = generation(config);
+      retiring.add(previous);
+      setTimeout(() => void retire(previous), options.retireAfterMs ?? 60_000).unref();
+      // The new upstream's tools may differ: listeners list again.
+      options.bus?.publish({ kind: 'tools_list_changed' });
+    },
     async close() {
-      const entries = await Promise.all([...pool.values()].map((entry) => entry.catch(() => undefined)));
-      pool.clear();
-      await Promise.allSettled(entries.map((pooled) => pooled?.client.close()));
-      await gateway.close();
+      retiring.add(current);
+      await Promise.all([...retiring].map(retire));
     },
   };
 }

@@ -3,9 +3,8 @@
  * client speaking 2025-11-25} × {2026-only downstream, 2025-only downstream} × {stdio, Streamable
  * HTTP}. Search mode, every cell: a search opens the call and a call with no search is refused;
  * over HTTP with two inbound tokens, one principal's search never opens a call for another, and a
- * forged handle opens nothing. Transparent mode: a listable tool is called without listing first,
- * and a tool hidden by `filters.access_control` is refused; a 2026 client on transparent mode's
- * stdio is not served yet (docs/protocol.md), so that cell is absent.
+ * forged handle opens nothing. Transparent mode, every cell: a listable tool is called without
+ * listing first, and a tool hidden by `filters.access_control` is refused.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -54,10 +53,11 @@ interface AnyClient {
 type ClientKind = 'v2 client, 2026-07-28' | 'v1 client, 2025-11-25';
 const clientKinds: ClientKind[] = ['v2 client, 2026-07-28', 'v1 client, 2025-11-25'];
 
-async function overStdio(kind: ClientKind, folder: string): Promise<AnyClient> {
+/** A client of `kind` running a CLI (its bin and arguments in `args`) as its stdio child. */
+async function overStdio(kind: ClientKind, args: string[]): Promise<AnyClient> {
   const params = {
     command: process.execPath,
-    args: [resolve('bin/extensible-mcp.mjs'), '--config', join(folder, 'config.json'), '--store', 'memory:'],
+    args,
     env: offline as Record<string, string>,
     stderr: 'pipe' as const,
   };
@@ -120,7 +120,11 @@ const echo = { tool_name: 'fx__echo', arguments: { message: 'matrix' } };
 describe.each(Object.entries(downstreams))('search mode with a %s', (_downstream, entry) => {
   describe.each(clientKinds)('%s', (kind) => {
     it('over stdio: a search opens the call; a call with no search is refused', async () => {
-      const client = await overStdio(kind, folderFor(entry));
+      const folder = folderFor(entry);
+      const client = await overStdio(kind, [
+        resolve('bin/extensible-mcp.mjs'),
+        ...['--config', join(folder, 'config.json'), '--store', 'memory:'],
+      ]);
       const refused = await client.callTool({ name: 'call_tool', arguments: echo });
       expect(textOf(refused)).toMatch(/has not been discovered/);
       expect(textOf(await client.callTool({ name: 'call_tool', arguments: await searched(client) }))).toMatch(
@@ -164,32 +168,26 @@ async function transparentOverHttp(kind: ClientKind, entry: string): Promise<Any
   return overHttp(kind, proxy.url, 'unused-without-http-tokens');
 }
 
-describe.each(Object.entries(downstreams))('transparent mode with a %s', (_downstream, entry) => {
-  describe.each(clientKinds)('%s over HTTP', (kind) => {
-    it('calls a listable tool without listing first, and refuses the hidden one', async () => {
-      const client = await transparentOverHttp(kind, entry);
-      expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'matrix' } }))).toMatch(
-        /^echo: matrix$/i,
-      );
-      const hidden = await client.callTool({ name: 'whoami', arguments: {} });
-      expect((hidden as { isError?: boolean }).isError).toBe(true);
-      expect(textOf(hidden)).toMatch(/whoami/);
-    });
-  });
+/** What transparent mode owes every client: a listable tool called at once, the hidden one refused. */
+async function callsWithoutListingAndRefusesTheHidden(client: AnyClient): Promise<void> {
+  expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'matrix' } }))).toMatch(/^echo: matrix$/i);
+  const hidden = await client.callTool({ name: 'whoami', arguments: {} });
+  expect((hidden as { isError?: boolean }).isError).toBe(true);
+  expect(textOf(hidden)).toMatch(/whoami/);
+}
 
-  it('v1 client, 2025-11-25 over stdio: calls without listing, refuses the hidden tool', async () => {
-    const client = await connectedV1(
-      new V1StdioClientTransport({
-        command: process.execPath,
-        args: [resolve('bin/mcp-elicitation-proxy.mjs'), '--config', transparentConfig(entry)],
-        env: offline as Record<string, string>,
-        stderr: 'pipe',
-      }),
-    );
-    closers.push(() => client.close());
-    expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'matrix' } }))).toMatch(
-      /^echo: matrix$/i,
-    );
-    expect(textOf(await client.callTool({ name: 'whoami', arguments: {} }))).toMatch(/whoami/);
+describe.each(Object.entries(downstreams))('transparent mode with a %s', (_downstream, entry) => {
+  describe.each(clientKinds)('%s', (kind) => {
+    it('over HTTP: calls a listable tool without listing first, and refuses the hidden one', async () => {
+      await callsWithoutListingAndRefusesTheHidden(await transparentOverHttp(kind, entry));
+    });
+
+    it('over stdio: calls a listable tool without listing first, and refuses the hidden one', async () => {
+      const client = await overStdio(kind, [
+        resolve('bin/mcp-elicitation-proxy.mjs'),
+        ...['--config', transparentConfig(entry)],
+      ]);
+      await callsWithoutListingAndRefusesTheHidden(client);
+    });
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Issue 31: transparent mode over stdio, when the client closed its end, recursed in its close
  * handlers (`RangeError: Maximum call stack size exceeded`, repeated on stderr) and exited with
- * code 1. End of input is one orderly shutdown: exit code 0, nothing recursive on stderr.
+ * code 1. End of input, or one SIGTERM or SIGINT, is one orderly shutdown: exit code 0, nothing
+ * recursive on stderr.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,6 +35,17 @@ describe('transparent mode over stdio, when the client closes its end', () => {
     expect(JSON.stringify(answer.result)).toContain('Echo: before close');
 
     cli.child.stdin.end();
+    expect(await cli.exited).toEqual({ code: 0, signal: null });
+    expect(cli.stderr()).not.toMatch(/RangeError|Maximum call stack/);
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)('one %s, stdin still open, is the same orderly exit', async (signal) => {
+    cli = startCli(transparentConfig());
+    await initialize(cli);
+    const answer = await cli.request(2, 'tools/call', { name: 'echo', arguments: { message: 'before signal' } });
+    expect(JSON.stringify(answer.result)).toContain('Echo: before signal');
+
+    cli.child.kill(signal);
     expect(await cli.exited).toEqual({ code: 0, signal: null });
     expect(cli.stderr()).not.toMatch(/RangeError|Maximum call stack/);
   });

@@ -3,6 +3,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 
 /** The `mcp-elicitation-proxy` bin. */
 export const TRANSPARENT_BIN = fileURLToPath(new URL('../../bin/mcp-elicitation-proxy.mjs', import.meta.url));
@@ -73,5 +74,33 @@ export async function startHttpProxy(configPath: string, extra: string[] = []): 
       child.kill('SIGTERM');
       await exited;
     },
+  };
+}
+
+/** A running proxy process serving stdio, with a client transport over its pipes. */
+export interface StdioProxyProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** The SDK's newline-delimited stdio transport over the child's pipes, for a client to connect with. */
+  readonly transport: StdioServerTransport;
+  readonly log: ReturnType<typeof watchedText>;
+  /** Resolves when it exits: its exit code and the signal that ended it, if any. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/**
+ * Starts `mcp-elicitation-proxy` on `configPath` over stdio. The test spawns the child itself
+ * (instead of `StdioClientTransport`) so that it can close the child's stdin and read its exit code.
+ */
+export function startStdioProxy(configPath: string): StdioProxyProcess {
+  const child = spawn(process.execPath, [TRANSPARENT_BIN, '--config', configPath], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  // Reading its stdout, writing its stdin: the server transport's two streams, swapped.
+  return {
+    child,
+    transport: new StdioServerTransport(child.stdout, child.stdin),
+    log: watchedText(child.stderr),
+    exited,
   };
 }

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cliEnv } from '../credentials/cli-run';
 import { cleanupStack } from '../gateway/support';
 import { callTool, searchNames } from '../proxy/helpers';
-import { ASKING_SERVER, TRANSPARENT_BIN, watchedText, writeTemporary } from './cli-process';
+import { ASKING_SERVER, startStdioProxy, TRANSPARENT_BIN, watchedText, writeTemporary } from './cli-process';
 
 // SIGHUP reload, complete in both modes (issue 18): change a server's command and a filter, send
 // SIGHUP, and the next call uses both; a broken config leaves the old one running with a clear log line.
@@ -40,18 +40,21 @@ async function run(args: string[]) {
 }
 
 const asking = (label: string) => ['--import', 'tsx', ASKING_SERVER, label];
+/** A transparent-mode config whose upstream is the asking server labelled `label`. */
+const yaml = (label: string, policy = '') =>
+  `upstream:\n  command: ${JSON.stringify(process.execPath)}\n  args: ${JSON.stringify(asking(label))}\n${policy}`;
+/** The reloaded config: another upstream command, and `note` required of `whoami`. */
+const requiringNote = 'tools:\n  whoami:\n    required: [note]\n';
 
 describe('SIGHUP in transparent mode', () => {
   it('re-points the upstream and applies the new policy; a broken config keeps the running one', async () => {
-    const yaml = (label: string, policy = '') =>
-      `upstream:\n  command: ${JSON.stringify(process.execPath)}\n  args: ${JSON.stringify(asking(label))}\n${policy}`;
     const path = await writeTemporary('config.yaml', yaml('first'));
     const { client, log, hangUp } = await run([TRANSPARENT_BIN, '--config', path]);
     await client.listTools();
     const before = allText(await client.callTool({ name: 'whoami', arguments: {} }));
     expect(before).toMatch(/^first pid=\d+/);
 
-    await writeFile(path, yaml('second', 'tools:\n  whoami:\n    required: [note]\n'));
+    await writeFile(path, yaml('second', requiringNote));
     hangUp();
     await log.waitFor(/reloaded: serving command/);
     // The new policy: note is now required, and this client cannot show a form.
@@ -71,6 +74,38 @@ describe('SIGHUP in transparent mode', () => {
     expect(allText(await client.callTool({ name: 'whoami', arguments: { note: 'still' } }))).toMatch(
       /^second pid=\d+ note=still$/,
     );
+  });
+
+  it('a 2026-07-28 client over stdio: its listen stream hears the reload, and its next request uses the new config', async () => {
+    const path = await writeTemporary('config.yaml', yaml('first'));
+    const proxy = startStdioProxy(path);
+    cleanups.push(() => proxy.child.kill('SIGKILL'));
+    const client = new Client(
+      { name: 'reload-test-2026', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    await client.connect(proxy.transport);
+    cleanups.push(() => client.close());
+    expect(client.getProtocolEra()).toBe('modern');
+    expect(allText(await client.callTool({ name: 'whoami', arguments: {} }))).toMatch(/^first pid=\d+/);
+    const changed = new Promise<void>((resolve) => {
+      client.setNotificationHandler('notifications/tools/list_changed', () => resolve());
+    });
+    const subscription = await client.listen({ toolsListChanged: true });
+    cleanups.push(() => subscription.close());
+    expect(subscription.honoredFilter).toMatchObject({ toolsListChanged: true });
+
+    await writeFile(path, yaml('second', requiringNote));
+    proxy.child.kill('SIGHUP');
+    await changed;
+    expect(allText(await client.callTool({ name: 'whoami', arguments: { note: 'n' } }))).toMatch(
+      /^second pid=\d+ note=n$/,
+    );
+    const blocked = await client.callTool({ name: 'whoami', arguments: {} });
+    expect(blocked.structuredContent).toMatchObject({
+      reason: 'elicitation_unsupported',
+      missing_or_ambiguous: ['note'],
+    });
   });
 });
 
