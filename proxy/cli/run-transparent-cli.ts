@@ -44,8 +44,9 @@ on stdio and over HTTP; the client's first message picks the version:
               initialize and declaring the client's own elicitation, sampling and roots
               capabilities; the upstream's requests (elicitation/create, sampling/createMessage,
               roots/list, ping) are relayed to that client, tied to the tool call in flight.
-  2026-07-28  no session: each request is served on its own over a small pool of upstream
-              connections (one per declared capabilities); a missing argument is asked for as
+  2026-07-28  no session: each request is served on its own, over one shared connection to a
+              2026 upstream, or a small pool of connections to a 2025 one (one per principal
+              and declared capabilities); a missing argument is asked for as
               input_required, and so is each of the upstream's own requests during the call
               (the call waits in this process for the answer); progress and log messages go
               with the request, list changes to the client's subscriptions/listen stream.

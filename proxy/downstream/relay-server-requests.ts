@@ -1,4 +1,4 @@
-import type { Client, ClientCapabilities, Result } from '@modelcontextprotocol/client';
+import type { Client, ClientCapabilities, ElicitRequest, Result } from '@modelcontextprotocol/client';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { SecretMarkers } from '../elicitation/match-secret-marker';
 import { screenUpstreamForm } from '../elicitation/screen-upstream-form';
@@ -51,15 +51,47 @@ export function modeSupported(capabilities: ClientCapabilities, mode: 'form' | '
  * while the call is in flight, so `relay` routes it to the calling session.
  */
 export function relayServerRequests(client: Client, declared: ClientCapabilities, relay: ServerRequestRelay): void {
-  const refuse = (method: string, reason: string): never => {
+  const handle =
+    (method: 'elicitation/create' | 'sampling/createMessage' | 'roots/list' | 'ping') =>
+    (
+      request: { method: string; params?: Record<string, unknown> | undefined },
+      ctx: { mcpReq: { signal: AbortSignal } },
+    ) =>
+      relayRequest(relay, relay.target(method), request, ctx.mcpReq.signal) as never;
+  if (declared.elicitation !== undefined) client.setRequestHandler('elicitation/create', handle('elicitation/create'));
+  if (declared.sampling !== undefined)
+    client.setRequestHandler('sampling/createMessage', handle('sampling/createMessage'));
+  if (declared.roots !== undefined) client.setRequestHandler('roots/list', handle('roots/list'));
+  client.setRequestHandler('ping', handle('ping'));
+}
+
+/**
+ * Answers one of a server's requests through `target` (see {@link relayServerRequests}): a form
+ * asking for a secret is declined with the reason, never shown; what the client did not declare
+ * is refused (roots: an empty list); everything else is sent to the client and its answer
+ * returned. Also for a caller that fulfils a 2026 server's `input_required` itself.
+ */
+export async function relayRequest(
+  relay: ServerRequestRelay,
+  target: RelayTarget,
+  request: { readonly method: string; readonly params?: Record<string, unknown> | undefined },
+  signal: AbortSignal,
+): Promise<Result> {
+  const { method, params } = request;
+  const refuse = (reason: string): never => {
     relay.log(`${relay.label} sent ${method}; refused: ${reason}`);
     throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `Refused by the proxy: ${reason}`);
   };
-  const options = (signal: AbortSignal) => ({ signal, timeout: relay.timeoutMs });
-
-  if (declared.elicitation !== undefined) {
-    client.setRequestHandler('elicitation/create', async (request, ctx) => {
-      const secrets = relay.markers ? screenUpstreamForm(request.params, relay.markers) : [];
+  const send = (capable: boolean, refusal: string) => {
+    if ('refused' in target) return refuse(target.refused);
+    if (!capable) return refuse(refusal);
+    return target.send({ method, ...(params !== undefined && { params }) }, { signal, timeout: relay.timeoutMs });
+  };
+  const capabilities = 'refused' in target ? {} : target.capabilities;
+  switch (method) {
+    case 'elicitation/create': {
+      const form = params as ElicitRequest['params'];
+      const secrets = relay.markers ? screenUpstreamForm(form, relay.markers) : [];
       if (secrets.length > 0) {
         const fields = secrets.map(({ field, marker }) => `"${field}" (looks like ${marker})`).join(', ');
         const reason = `The form asked for a secret (${fields}); secrets are never collected through a form.`;
@@ -67,53 +99,24 @@ export function relayServerRequests(client: Client, declared: ClientCapabilities
         relay.onRefused?.(reason);
         return { action: 'decline', _meta: { [refusedMetaKey]: reason } };
       }
-      const target = relay.target(request.method);
-      if ('refused' in target) return refuse(request.method, target.refused);
-      const mode = request.params.mode ?? 'form';
-      if (!modeSupported(target.capabilities, mode)) {
-        return refuse(request.method, `the client does not support ${mode}-mode elicitation`);
-      }
-      return (await target.send(
-        { method: request.method, params: request.params },
-        options(ctx.mcpReq.signal),
-      )) as never;
-    });
-  }
-
-  if (declared.sampling !== undefined) {
-    client.setRequestHandler('sampling/createMessage', async (request, ctx) => {
-      const target = relay.target(request.method);
-      if ('refused' in target) return refuse(request.method, target.refused);
-      if (target.capabilities.sampling === undefined)
-        return refuse(request.method, 'the client does not support sampling');
-      return (await target.send(
-        { method: request.method, params: request.params },
-        options(ctx.mcpReq.signal),
-      )) as never;
-    });
-  }
-
-  if (declared.roots !== undefined) {
-    client.setRequestHandler('roots/list', async (request, ctx) => {
-      const target = relay.target(request.method);
+      const mode = form.mode ?? 'form';
+      return send(modeSupported(capabilities, mode), `the client does not support ${mode}-mode elicitation`);
+    }
+    case 'sampling/createMessage':
+      return send(capabilities.sampling !== undefined, 'the client does not support sampling');
+    case 'roots/list':
       // No session to ask, or one without roots: the server sees no roots, never another session's.
       if ('refused' in target) {
         relay.log(`${relay.label} sent roots/list; answered with no roots: ${target.refused}`);
         return { roots: [] };
       }
-      if (target.capabilities.roots === undefined) return { roots: [] };
-      return (await target.send(
-        { method: request.method, ...(request.params !== undefined && { params: request.params }) },
-        options(ctx.mcpReq.signal),
-      )) as never;
-    });
+      return capabilities.roots === undefined ? { roots: [] } : send(true, '');
+    case 'ping':
+      // Outside any session the proxy answers for itself: it is alive.
+      if ('refused' in target) return {};
+      await send(true, '');
+      return {};
+    default:
+      return refuse(`${method} is not relayed`);
   }
-
-  client.setRequestHandler('ping', async (_request, ctx): Promise<Result> => {
-    const target = relay.target('ping');
-    // Outside any session the proxy answers for itself: it is alive.
-    if ('refused' in target) return {};
-    await target.send({ method: 'ping' }, options(ctx.mcpReq.signal));
-    return {};
-  });
 }

@@ -1,4 +1,4 @@
-import { Client } from '@modelcontextprotocol/client';
+import { Client, isInputRequiredResult } from '@modelcontextprotocol/client';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import {
   type CallToolResult,
@@ -16,7 +16,13 @@ import {
   type Transport,
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
-import { modeSupported, relayServerRequests } from '../downstream/relay-server-requests';
+import {
+  modeSupported,
+  type RelayTarget,
+  relayRequest,
+  relayServerRequests,
+  type ServerRequestRelay,
+} from '../downstream/relay-server-requests';
 import { ProxyError } from '../errors';
 import type {
   CallContext,
@@ -120,11 +126,20 @@ interface Generation {
   readonly pool: Map<string, Promise<Pooled>>;
   /** What the upstream offers and says, learned from the first connection. */
   shaped: Promise<{ capabilities: ServerCapabilities; instructions: string | undefined }> | undefined;
+  /** The upstream speaks 2026-07-28 (learned from the first connection): one connection serves all. */
+  modern: boolean;
 }
 
-/** One upstream connection, shared by the requests of one principal that declare the same capabilities. */
+/**
+ * One upstream connection: for a 2025 upstream, shared by the requests of one principal that
+ * declare the same capabilities; for a 2026 upstream, by every request (`shared`), each carrying
+ * its own client's capabilities.
+ */
 interface Pooled {
   readonly client: Client;
+  readonly shared: boolean;
+  /** How the upstream's own requests are answered on this connection. */
+  readonly relay: ServerRequestRelay;
   /** The upstream's tools as last listed here: what a call is stamped from; cleared on `list_changed`. */
   tools: Map<string, Tool> | undefined;
   used: number;
@@ -136,12 +151,30 @@ interface Pooled {
 /** A `tools/call` on its way upstream, with what reaches its client while it runs. */
 interface InFlight {
   readonly signal: AbortSignal;
+  /** What the call's client declared (mirrored): what the upstream may ask it. */
+  readonly declared: ClientCapabilities;
   /** Holds the upstream's requests for the client; absent when the client cannot be asked. */
   readonly relay?: RelayRequest | undefined;
   /** Passes on the upstream's progress and log messages, on the client's request stream. */
   readonly notify: (notification: { method: string; params: Record<string, unknown> }) => void;
   readonly progressToken?: string | number | undefined;
 }
+
+/**
+ * What a shared connection to a 2026 upstream declares: everything a client may. Each request
+ * tells the upstream its own client's capabilities, and a relayed request is checked against them.
+ */
+const EVERY_CAPABILITY: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+
+/** Where the upstream's requests during `call` go: its client, held as input rounds. */
+function targetOf(call: InFlight): RelayTarget {
+  return call.relay === undefined
+    ? { refused: 'the calling client cannot be asked' }
+    : { send: call.relay, capabilities: call.declared };
+}
+
+/** Rounds of a 2026 upstream's `input_required` one call may take, as the SDK client allows by default. */
+const MAX_UPSTREAM_ROUNDS = 8;
 
 /** What the request's client declared, from the request's own `_meta` envelope (2026-07-28). */
 function declaredBy(ctx: ServerContext): ClientCapabilities {
@@ -183,6 +216,8 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       },
       pool: new Map(),
       shaped: undefined,
+      // Pinned, it is known before the first connection; with `auto`, the first one tells.
+      modern: config.upstream.protocol === '2026-07-28',
     };
   }
   let current = generation(options.config);
@@ -197,15 +232,17 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     await retired.gateway.close();
   }
 
-  async function open({ config }: Generation, declared: ClientCapabilities): Promise<Pooled> {
+  async function open(serving: Generation, declared: ClientCapabilities, shared: boolean): Promise<Pooled> {
+    const { config } = serving;
     const client = new Client(
       { name: config.proxy.name, version: config.proxy.version },
       { capabilities: declared, ...upstreamNegotiation(config.upstream) },
     );
-    const pooled: Pooled = { client, tools: undefined, used: ++clock, busy: 0, calls: new Set() };
-    // The upstream's own requests go to the call in flight on this connection, which holds them
-    // for its client as input rounds; with none or several in flight, the asker is unknown: refused.
-    relayServerRequests(client, declared, {
+    // The upstream's own requests go to the call that got them, which holds them for its client as
+    // input rounds. A 2025 upstream's arrive on the connection: they are the one call's in flight,
+    // and with several the asker is unknown. A 2026 upstream's come back in a call's result, and
+    // a shared connection answers them for that call (see `listing`).
+    const relay: ServerRequestRelay = {
       label: 'the upstream',
       log,
       markers: config.policies.sensitiveRequired.enabled ? config.policies.sensitiveRequired : undefined,
@@ -213,15 +250,15 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       onRefused: (reason) => log(`upstream request refused: ${reason}`),
       target: () => {
         const [only, ...others] = pooled.calls;
-        const send = only?.relay;
         if (only === undefined) return { refused: 'no call is in progress on this connection' };
-        if (others.length > 0)
+        if (others.length > 0) {
           return { refused: `${pooled.calls.size} calls are in progress; the proxy cannot tell which one asked` };
-        return send === undefined
-          ? { refused: 'the calling client cannot be asked' }
-          : { send, capabilities: declared };
+        }
+        return targetOf(only);
       },
-    });
+    };
+    const pooled: Pooled = { client, shared, relay, tools: undefined, used: ++clock, busy: 0, calls: new Set() };
+    relayServerRequests(client, declared, relay);
     client.fallbackNotificationHandler = async (notification) => {
       // A log message is the one call's in flight; with several, whose it is cannot be told.
       const [only, ...others] = pooled.calls;
@@ -241,6 +278,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         (await options.upstreamTransport?.()) ??
           createUpstreamTransport(config.upstream, { stderr: options.upstreamStderr ?? 'inherit' }),
       );
+      serving.modern ||= client.getProtocolEra() === 'modern';
     } catch (error) {
       await client.close().catch(() => undefined);
       throw new ProxyError(
@@ -252,18 +290,22 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     return pooled;
   }
 
-  /** The pooled connection for this principal and these capabilities, opened on first use; the least recently used idle one makes room. */
+  /**
+   * The connection for this principal and these capabilities, opened on first use: the shared one
+   * once the upstream is known to speak 2026, else the pooled one, the least recently used idle
+   * one making room.
+   */
   async function connection(
     serving: Generation,
     principal: Principal,
     capabilities: ClientCapabilities,
   ): Promise<Pooled> {
-    const { pool } = serving;
-    const declared = mirrorClientCapabilities(capabilities);
-    const key = `${principal.id}\u0000${canonicalize(declared)}`;
+    const { pool, modern } = serving;
+    const declared = modern ? EVERY_CAPABILITY : mirrorClientCapabilities(capabilities);
+    const key = modern ? '' : `${principal.id}\u0000${canonicalize(declared)}`;
     let entry = pool.get(key);
     if (entry === undefined) {
-      entry = open(serving, declared);
+      entry = open(serving, declared, modern);
       pool.set(key, entry);
       entry.catch(() => pool.delete(key));
       void evict(pool, key);
@@ -289,23 +331,77 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     }
   }
 
+  /** Sends one request upstream; on a shared connection it tells the upstream its own client's capabilities. */
   async function request(
     pooled: Pooled,
     method: string,
-    params: unknown,
-    signal: AbortSignal,
-    onprogress?: (progress: Record<string, unknown>) => void,
+    params: Record<string, unknown> | undefined,
+    options: {
+      readonly signal: AbortSignal;
+      readonly declared: ClientCapabilities;
+      readonly onprogress?: ((progress: Record<string, unknown>) => void) | undefined;
+      /** Return a 2026 upstream's `input_required` instead of letting the SDK client fulfil it. */
+      readonly allowInputRequired?: boolean;
+    },
   ): Promise<Result> {
+    const { signal, onprogress } = options;
+    const sent = pooled.shared
+      ? {
+          ...params,
+          _meta: { ...(params?._meta as object | undefined), [CLIENT_CAPABILITIES_META_KEY]: options.declared },
+        }
+      : params;
     pooled.busy += 1;
     try {
-      return await pooled.client.request({ method, ...(params !== undefined && { params }) } as never, ResultSchema, {
-        signal,
-        ...(onprogress !== undefined && { onprogress, resetTimeoutOnProgress: true }),
-      });
+      return await pooled.client.request(
+        { method, ...(sent !== undefined && { params: sent }) } as never,
+        ResultSchema,
+        {
+          signal,
+          ...(onprogress !== undefined && { onprogress, resetTimeoutOnProgress: true }),
+          ...(options.allowInputRequired === true && { allowInputRequired: true }),
+        },
+      );
     } catch (error) {
       throw toWireError(error, log);
     } finally {
       pooled.busy -= 1;
+    }
+  }
+
+  /**
+   * `tools/call` upstream for `call`. On a shared connection the proxy fulfils a 2026 upstream's
+   * `input_required` itself, each question through `call`'s own client (the SDK client's
+   * fulfilment runs outside the call and could not tell concurrent calls apart), then retries
+   * with the answers and the upstream's request state.
+   */
+  async function callUpstream(
+    pooled: Pooled,
+    tool: string,
+    args: Record<string, unknown>,
+    call: InFlight & { readonly onprogress?: ((progress: Record<string, unknown>) => void) | undefined },
+  ): Promise<CallToolResult> {
+    const asked = { name: tool, arguments: args };
+    let params: Record<string, unknown> = asked;
+    for (let round = 0; ; round++) {
+      const result = await request(pooled, 'tools/call', params, { ...call, allowInputRequired: pooled.shared });
+      if (!isInputRequiredResult(result)) return result as CallToolResult;
+      if (round === MAX_UPSTREAM_ROUNDS) {
+        throw new ProxyError(
+          'downstream-failed',
+          `The upstream asked for input more than ${round} times on "${tool}".`,
+        );
+      }
+      const answers = await Promise.all(
+        Object.entries(result.inputRequests ?? {}).map(
+          async ([key, entry]) => [key, await relayRequest(pooled.relay, targetOf(call), entry, call.signal)] as const,
+        ),
+      );
+      params = {
+        ...asked,
+        ...(answers.length > 0 && { inputResponses: Object.fromEntries(answers) }),
+        ...(result.requestState !== undefined && { requestState: result.requestState }),
+      };
     }
   }
 
@@ -332,13 +428,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
                 call.notify({ method: 'notifications/progress', params: { ...progress, progressToken } });
         pooled.calls.add(call);
         try {
-          return (await request(
-            pooled,
-            'tools/call',
-            { name: tool, arguments: args },
-            call.signal,
-            onprogress,
-          )) as CallToolResult;
+          return await callUpstream(pooled, tool, args, { ...call, onprogress });
         } catch (error) {
           if (error instanceof ProtocolError) {
             throw new ProxyError('downstream-failed', `The upstream failed on "${tool}": ${error.message}`, {
@@ -389,8 +479,13 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       registerListingHandlers(server, capabilities, {
         access: () => current.access,
         emit,
-        forward: async (method, params, ctx) =>
-          request(await connection(current, principal, declaredBy(ctx)), method, params, ctx.mcpReq.signal),
+        forward: async (method, params, ctx) => {
+          const declared = declaredBy(ctx);
+          return request(await connection(current, principal, declared), method, params as never, {
+            signal: ctx.mcpReq.signal,
+            declared: mirrorClientCapabilities(declared),
+          });
+        },
       });
       server.setRequestHandler('tools/call', async (call, ctx) => {
         const serving = current;
@@ -407,6 +502,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
               scope,
               listing: listing(serving.facts, pooled, {
                 signal,
+                declared: mirrorClientCapabilities(declared),
                 relay,
                 progressToken: call.params._meta?.progressToken,
                 // A log message goes at the level the client asked for in this request.
