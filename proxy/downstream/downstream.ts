@@ -115,15 +115,17 @@ function isSessionGone(client: Client, error: unknown): boolean {
 }
 
 /**
- * SDK failures raised before the request left, or (a timeout) reported in doubt by the translator:
- * not connected, not a method of the connection's protocol version, an input request the client
- * has no handler for.
+ * SDK failures of a call that never ran, or (a timeout) that the translator reports in doubt: not
+ * connected, not a method of the connection's protocol version, an input request the client has
+ * no handler for, and a 2026-07-28 server that answered every round with `input_required` until
+ * the SDK's round cap (it never completed the call).
  */
 const notSent: readonly SdkErrorCode[] = [
   SdkErrorCode.NotConnected,
   SdkErrorCode.RequestTimeout,
   SdkErrorCode.MethodNotSupportedByProtocolVersion,
   SdkErrorCode.CapabilityNotSupported,
+  SdkErrorCode.InputRequiredRoundsExceeded,
 ];
 
 /**

@@ -282,6 +282,18 @@ describe('a 2026-07-28 downstream keeps the behaviour of a 2025 one', () => {
       );
     });
 
+    it(`${transport}: a server that asks without end is stopped at the round cap: a failure, never in doubt`, async () => {
+      const { gateway } = await gatewayWith({ fx: await downstream(transport, '2026-07-28', 'auto') });
+      const chat = await session(gateway, { name: 'Grace' });
+      expect(await searchNames(chat.client, 'asks for your name again whatever the answer')).toContain('fx__nag');
+      const result = await callTool(chat.client, 'fx__nag');
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toMatch(/round/i);
+      // Every round was answered with input_required: the tool never completed.
+      expect(textOf(result)).not.toMatch(/outcome is unknown/);
+      expect(chat.forms.length).toBeGreaterThan(1);
+    });
+
     it(`${transport}: a hung call times out with a clear error and the next call is served`, async () => {
       const { gateway } = await gatewayWith(
         { fx: await downstream(transport, '2026-07-28', 'auto') },
