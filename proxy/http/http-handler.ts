@@ -9,7 +9,7 @@ import type { Gateway, Principal } from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
-import { type InboundToken, inboundPrincipal } from './inbound-tokens';
+import { type InboundToken, inboundPrincipals } from './inbound-tokens';
 
 /** Options of {@link createHttpHandler}. */
 export interface HttpHandlerOptions {
@@ -176,6 +176,7 @@ export function createSessionHttpHandler(
   const limit = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const hosts = new Set(options.allowedHosts.map((host) => host.toLowerCase()));
   const origins = new Set(options.allowedOrigins.map((origin) => origin.toLowerCase()));
+  const principalOf = inboundPrincipals(options.inboundTokens);
   const sessions = new Map<string, Session>();
   /** Initialize requests between the bound check and their session's registration, per address ('' when unknown). */
   const opening = new Map<string, number>();
@@ -307,7 +308,7 @@ export function createSessionHttpHandler(
       if (origin !== null && !origins.has(origin.toLowerCase())) {
         return jsonRpcError(403, 'Forbidden: unexpected Origin header.');
       }
-      const principal = inboundPrincipal(request.headers.get('authorization'), options.inboundTokens);
+      const principal = principalOf(request.headers.get('authorization'));
       if (principal === undefined) {
         return Response.json(
           {
