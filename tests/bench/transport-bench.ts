@@ -342,6 +342,8 @@ export async function statelessRequestsMemory(count: number, concurrency = 10) {
   if (recorded === undefined || result.isError) throw new Error('the recorded call_tool did not succeed');
   const request = recorded;
   const before = rssMiB(proxy.child.pid);
+  // RSS at each quarter, so steady growth (a leak) can be told from a heap that settles.
+  const quarters: number[] = [];
   let sent = 0;
   let failed = 0;
   const start = process.hrtime.bigint();
@@ -349,6 +351,7 @@ export async function statelessRequestsMemory(count: number, concurrency = 10) {
     Array.from({ length: concurrency }, async () => {
       while (sent < count) {
         sent++;
+        if (sent % Math.ceil(count / 4) === 0) quarters.push(rssMiB(proxy.child.pid));
         const answer = await fetch(proxy.url, { method: 'POST', headers: request.headers, body: request.body });
         const text = await answer.text();
         if (!answer.ok || !text.includes('echo: benchmark')) failed++;
@@ -364,6 +367,7 @@ export async function statelessRequestsMemory(count: number, concurrency = 10) {
     failed,
     requestsPerSecond: Math.round(count / seconds),
     rssBeforeMiB: before,
+    rssAtQuartersMiB: quarters,
     rssAfterMiB: after,
   };
 }
