@@ -41,6 +41,27 @@ describe('createTokenCredentials', () => {
     expect(lookup('notion', configured.notion ?? '')).toBeUndefined();
   });
 
+  it('picks up a same-length token written in place at once, though file times are coarse', () => {
+    const { lookup, tokensPath } = setup('notion=secret-one\n');
+    for (const token of ['secret-two', 'secret-six', 'secret-ten']) {
+      // Same size, same inode, likely the same file time as the write before: still read afresh.
+      writeFileSync(tokensPath, `notion=${token}\n`);
+      expect(lookup('notion', configured.notion ?? '')?.headers.Authorization).toBe(`Bearer ${token}`);
+    }
+  });
+
+  it('picks up a tokens file that appears after requests found none', () => {
+    const { lookup, tokensPath } = setup('');
+    const later = `${tokensPath}-later`;
+    const credentials = createTokenCredentials({ tokensPath: later, log: () => undefined });
+    const ask = () =>
+      credentials({ serverName: 'notion', url: configured.notion ?? '', configuredUrl: configured.notion });
+    expect(ask()).toBeUndefined();
+    writeFileSync(later, 'notion=secret-new\n');
+    expect(ask()?.headers.Authorization).toBe('Bearer secret-new');
+    expect(lookup('notion', configured.notion ?? '')).toBeUndefined();
+  });
+
   it('dates a value from the file mtime when first seen, and keeps that date while the value is unchanged', () => {
     let clock = Date.now();
     const { lookup, tokensPath } = setup('notion=secret-one\n', () => clock);

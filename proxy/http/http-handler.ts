@@ -9,7 +9,7 @@ import type { Gateway, Principal } from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
-import { type InboundToken, inboundPrincipal } from './inbound-tokens';
+import { type InboundToken, inboundPrincipals } from './inbound-tokens';
 
 /** Options of {@link createHttpHandler}. */
 export interface HttpHandlerOptions {
@@ -51,6 +51,12 @@ export interface HttpHandlerOptions {
 export interface HttpRequestContext {
   /** The peer's address (the Node adapter passes the socket's); enables the per-address cap. */
   readonly remoteAddress?: string;
+  /**
+   * The request's body, when the host kept it out of the `Request`: the Node adapter passes its
+   * `IncomingMessage`, so the body is read off the socket once, after the checks and under the
+   * limit, with no web stream in between. Absent: the `Request`'s own body.
+   */
+  readonly body?: AsyncIterable<Uint8Array>;
 }
 
 /** A web-standard Streamable HTTP endpoint: `Request` in, `Response` out (Node adapter or a Next.js route). */
@@ -115,9 +121,10 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
-/** Reads at most `limit` bytes of the body, or says why not. */
+/** Reads at most `limit` bytes of the body (`request`'s own unless `body` is given), or says why not. */
 async function readBody(
   request: Request,
+  body: AsyncIterable<Uint8Array> | undefined,
   limit: number,
 ): Promise<{ ok: true; text: string } | { ok: false; response: Response }> {
   const tooLarge = () => ({
@@ -127,14 +134,12 @@ async function readBody(
   if (Number(request.headers.get('content-length') ?? 0) > limit) return tooLarge();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  const reader = request.body?.getReader();
-  for (let chunk = await reader?.read(); chunk && !chunk.done; chunk = await reader?.read()) {
-    size += chunk.value.byteLength;
-    if (size > limit) {
-      await reader?.cancel();
-      return tooLarge();
-    }
-    chunks.push(chunk.value);
+  // Node's web streams are async iterable (the DOM lib's type does not say so). Leaving the loop
+  // early cancels the stream, or destroys Node's request: the rest is never read.
+  for await (const chunk of body ?? (request.body as AsyncIterable<Uint8Array> | null) ?? []) {
+    size += chunk.byteLength;
+    if (size > limit) return tooLarge();
+    chunks.push(chunk);
   }
   return { ok: true, text: Buffer.concat(chunks).toString('utf8') };
 }
@@ -176,6 +181,7 @@ export function createSessionHttpHandler(
   const limit = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const hosts = new Set(options.allowedHosts.map((host) => host.toLowerCase()));
   const origins = new Set(options.allowedOrigins.map((origin) => origin.toLowerCase()));
+  const principalOf = inboundPrincipals(options.inboundTokens);
   const sessions = new Map<string, Session>();
   /** Initialize requests between the bound check and their session's registration, per address ('' when unknown). */
   const opening = new Map<string, number>();
@@ -307,7 +313,7 @@ export function createSessionHttpHandler(
       if (origin !== null && !origins.has(origin.toLowerCase())) {
         return jsonRpcError(403, 'Forbidden: unexpected Origin header.');
       }
-      const principal = inboundPrincipal(request.headers.get('authorization'), options.inboundTokens);
+      const principal = principalOf(request.headers.get('authorization'));
       if (principal === undefined) {
         return Response.json(
           {
@@ -321,7 +327,7 @@ export function createSessionHttpHandler(
       // A POST body is read once, under the limit, whichever leg serves it.
       let parsed: { readonly value: unknown } | undefined;
       if (request.method === 'POST') {
-        const body = await readBody(request, limit);
+        const body = await readBody(request, context.body, limit);
         if (!body.ok) return body.response;
         const json = parseJson(body.text);
         if (!json.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');

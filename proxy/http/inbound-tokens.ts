@@ -72,21 +72,24 @@ function digest(value: string): Buffer {
 }
 
 /**
- * The principal behind a request's `Authorization: Bearer …`: `anonymous` when the face has no
- * tokens, `token:<name>` for a match, `undefined` (refuse) otherwise. Every token is compared, in
- * constant time over equal-length digests, so the answer's timing tells nothing about which one
- * came close or whether any did.
+ * The principal behind a request's `Authorization: Bearer …`, for one face's tokens: `anonymous`
+ * when the face has none, `token:<name>` for a match, `undefined` (refuse) otherwise. Every token
+ * is compared, in constant time over equal-length digests, so the answer's timing tells nothing
+ * about which one came close or whether any did. The tokens' digests are taken once, here; each
+ * request digests only what it presents.
  */
-export function inboundPrincipal(
-  authorization: string | null,
+export function inboundPrincipals(
   tokens: readonly InboundToken[] | undefined,
-): Principal | undefined {
-  if (tokens === undefined) return anonymousPrincipal;
-  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization ?? '');
-  const given = digest(match?.[1] ?? '');
-  let found: string | undefined;
-  for (const { name, token } of tokens) {
-    if (timingSafeEqual(given, digest(token)) && match !== null) found = name;
-  }
-  return found === undefined ? undefined : { id: `token:${found}` };
+): (authorization: string | null) => Principal | undefined {
+  if (tokens === undefined) return () => anonymousPrincipal;
+  const known = tokens.map(({ name, token }) => ({ name, digest: digest(token) }));
+  return function inboundPrincipal(authorization) {
+    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization ?? '');
+    const given = digest(match?.[1] ?? '');
+    let found: string | undefined;
+    for (const { name, digest: expected } of known) {
+      if (timingSafeEqual(given, expected) && match !== null) found = name;
+    }
+    return found === undefined ? undefined : { id: `token:${found}` };
+  };
 }

@@ -1,6 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
 import type { Gateway } from '../gateway/types';
 import { localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
@@ -24,19 +23,17 @@ export interface HttpEndpoint {
   close(): Promise<void>;
 }
 
-/** Node's request as a web `Request` (the body streamed, not buffered). */
+/**
+ * Node's request as a web `Request` with its method, URL and headers but no body: the handler
+ * reads the body straight from Node's request (`HttpRequestContext.body`), once.
+ */
 function toRequest(request: IncomingMessage, origin: string): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (Array.isArray(value)) for (const item of value) headers.append(name, item);
     else if (value !== undefined) headers.set(name, value);
   }
-  const hasBody = request.method !== 'GET' && request.method !== 'HEAD';
-  return new Request(new URL(request.url ?? '/', origin), {
-    method: request.method ?? 'GET',
-    headers,
-    ...(hasBody && { body: Readable.toWeb(request) as ReadableStream, duplex: 'half' }),
-  } as RequestInit);
+  return new Request(new URL(request.url ?? '/', origin), { method: request.method ?? 'GET', headers });
 }
 
 /** Writes a web `Response` to Node's, streaming SSE bodies until either side closes. */
@@ -96,6 +93,7 @@ export async function serveSessions(
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     handler
       .handle(toRequest(request, origin), {
+        body: request,
         // The per-address session cap keys on the peer as the socket saw it (never on a header).
         ...(request.socket.remoteAddress !== undefined && { remoteAddress: request.socket.remoteAddress }),
       })

@@ -243,4 +243,31 @@ describe('serveHttp', () => {
     expect(textOf(await callTool(client, 'fixture__echo', { message: 'over http' }))).toBe('echo: over http');
     expect(calls).toEqual([{ message: 'over http' }]);
   });
+
+  it('reads a POST body straight off the socket under maxBodyBytes: 413 over it, unread bodies never parsed', async () => {
+    const gateway = await startedGateway(cleanups, {});
+    const served = await serveHttp(gateway, { maxBodyBytes });
+    cleanups.push(() => served.close());
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    // Declared too large, and streamed too large without a Content-Length: both refused with the handler's 413.
+    const declared = await fetch(served.url, { method: 'POST', headers, body: 'x'.repeat(maxBodyBytes + 1) });
+    expect(declared.status).toBe(413);
+    expect(await declared.text()).toContain(`larger than ${maxBodyBytes} bytes`);
+    const chunk = new TextEncoder().encode('x'.repeat(1_024));
+    const streamed = await fetch(served.url, {
+      method: 'POST',
+      headers,
+      body: new ReadableStream({
+        pull(controller) {
+          controller.enqueue(chunk);
+        },
+      }),
+      duplex: 'half',
+    } as RequestInit);
+    expect(streamed.status).toBe(413);
+    // A body within the limit is read whole and served.
+    const opened = await fetch(served.url, { method: 'POST', headers, body: JSON.stringify(initialize) });
+    expect(opened.status).toBe(200);
+    expect(await opened.text()).toContain('"protocolVersion"');
+  });
 });
