@@ -176,7 +176,7 @@ describe('add-server: a 2026-07-28 server', () => {
     const result = await addServer({ configPath, name: 'modern', url: server.url, token: testTokens.added });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
-    expect(result.stdout).toMatch(/verified: 5 tools \(echo, whoami, greet, hang, grow\)/);
+    expect(result.stdout).toMatch(/verified: 6 tools \(echo, whoami, greet, nag, hang, grow\)/);
     expect(server.methods).toEqual(['server/discover', 'tools/list']);
     expect(new Set(server.authorizations)).toEqual(new Set([`Bearer ${testTokens.added}`]));
     expect(JSON.parse(readFileSync(configPath, 'utf8')).mcpServers).toEqual({ modern: { url: server.url } });

@@ -200,7 +200,7 @@ describe('a stdio server under auto is probed once per process', () => {
     expect(startsIn(starts)).toHaveLength(2);
     expect(await gateway.admit('two', modernStdio(starts))).toEqual({
       server: 'two',
-      tools: 6,
+      tools: 7,
       protocolVersion: '2026-07-28',
     });
     expect(startsIn(starts)).toHaveLength(3);
