@@ -305,14 +305,16 @@ trap 'exit 143' TERM
 begin_step "engine"
 missing=()
 for tool in podman:podman runc:runc /usr/libexec/podman/catatonit:catatonit /usr/lib/podman/netavark:netavark \
-  /usr/lib/podman/aardvark-dns:aardvark-dns docker-compose:docker-compose debootstrap:debootstrap; do
+  /usr/lib/podman/aardvark-dns:aardvark-dns iptables:iptables docker-compose:docker-compose debootstrap:debootstrap; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || [ -x "${tool%%:*}" ] || missing+=("${tool##*:}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing from Debian: ${missing[*]}"
   apt-get update -qq
   # Recommends are skipped; catatonit is the init process `init: true` asks for; netavark and
-  # aardvark-dns give the compose networks their DNS.
+  # aardvark-dns give the compose networks their DNS, and netavark sets their rules with iptables
+  # (only a Recommends of it: without it, starting a container fails with "netavark: No such file
+  # or directory").
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 write_engine_config
