@@ -84,6 +84,23 @@ describe('held calls', () => {
     expect(held.get(step.call.id)).toBeUndefined();
   });
 
+  it('a cancelled call that goes on regardless is never held or asked again', async () => {
+    const held = createHeldCalls({ timeoutMs: 60_000 });
+    // Ignores its signal: after the first answer it works a moment, then asks again.
+    const call = async (relay: RelayRequest) => {
+      await relay(form, {});
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      await relay(form, {});
+      return { content: [] };
+    };
+    const step = asked(await held.start(call, new AbortController().signal));
+    const giveUp = new AbortController();
+    const waiting = step.call.resume({ 'relay-1': { action: 'accept', content: {} } }, giveUp.signal);
+    giveUp.abort();
+    await expect(waiting).rejects.toThrow(/cannot ask the client/);
+    expect(held.get(step.call.id)).toBeUndefined();
+  });
+
   it('refuses a question beyond the limit of calls held at once', async () => {
     const held = createHeldCalls({ timeoutMs: 60_000, limit: 1 });
     asked(await held.start(asking([]), new AbortController().signal));

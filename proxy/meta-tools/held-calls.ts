@@ -124,7 +124,8 @@ export function createHeldCalls(options: HeldCallsOptions): HeldCalls {
       const relay: RelayRequest = (request, relayOptions) => {
         // A ping is answered by the proxy: the client is there as long as it keeps retrying.
         if (request.method === 'ping') return Promise.resolve({});
-        if (embed(request) === undefined || (!held.has(id) && held.size >= limit)) {
+        // A cancelled call asks nothing more; nor does one beyond the limit of calls held at once.
+        if (embed(request) === undefined || aborter.signal.aborted || (!held.has(id) && held.size >= limit)) {
           return Promise.reject(
             new ProtocolError(
               ProtocolErrorCode.InvalidRequest,
@@ -165,6 +166,8 @@ export function createHeldCalls(options: HeldCallsOptions): HeldCalls {
         } finally {
           during.removeEventListener('abort', cancel);
         }
+        // Cancelled while it waited: whatever the call does next, nobody is asked or answered.
+        if (finished === undefined && aborter.signal.aborted) throw aborter.signal.reason;
         if (finished !== undefined) {
           forget();
           if ('error' in finished) throw finished.error;
