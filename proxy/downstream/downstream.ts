@@ -1,6 +1,6 @@
 import type { CallToolResult, PriorDiscovery, Tool, Transport } from '@modelcontextprotocol/client';
 import {
-  Client,
+  type Client,
   InMemoryTransport,
   ProtocolError,
   SdkError,
@@ -20,8 +20,9 @@ import {
 } from '../credentials/credentialed-fetch';
 import { ProxyError } from '../errors';
 import type { Admission, DownstreamProtocol, DownstreamSpec, ServerFacts } from '../gateway/types';
+import { AskingClient } from './asking-client';
 import { isProtocolMismatch, protocolMismatch, unwrapProbeFailure, versionNegotiationFor } from './protocol-setting';
-import { relayServerRequests, type ServerRequestRelay } from './relay-server-requests';
+import { type RelayTarget, relayRequest, relayServerRequests, type ServerRequestRelay } from './relay-server-requests';
 
 /**
  * What the proxy declares to a shared downstream (SPEC §3.10): form elicitation, sampling and
@@ -182,8 +183,8 @@ export class Downstream {
   /** What the gateway vouches for about this server, stamped on every call to it. */
   readonly facts: ServerFacts;
   readonly #options: DownstreamOptions;
-  #client: Client | undefined;
-  #connecting: Promise<Client> | undefined;
+  #client: AskingClient | undefined;
+  #connecting: Promise<AskingClient> | undefined;
   #closedByUs = false;
   /**
    * The client being connected right now and its transport, so close() can stop it mid-connect:
@@ -233,7 +234,7 @@ export class Downstream {
   }
 
   /** Connects (if not connected) and reports the tools. Concurrent callers share one attempt. */
-  connect(): Promise<Client> {
+  connect(): Promise<AskingClient> {
     if (this.#client) return Promise.resolve(this.#client);
     // Closed for good: never start (or restart) a child after close().
     if (this.#closedByUs) {
@@ -246,10 +247,10 @@ export class Downstream {
     return this.#connecting;
   }
 
-  async #open(): Promise<Client> {
+  async #open(): Promise<AskingClient> {
     const { relay } = this.#options;
     const protocol = this.#protocol;
-    const client = new Client(
+    const client = new AskingClient(
       { name: 'extensible-mcp', version: '0.1.0' },
       {
         ...(relay && { capabilities: DOWNSTREAM_CLIENT_CAPABILITIES }),
@@ -448,13 +449,13 @@ export class Downstream {
    * An HTTP server that refused the call for want of a session (it restarted) never ran it: the
    * session is opened afresh (and re-indexed) and the call sent once more, once (SPEC §3.11).
    */
-  async call(tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  async call(tool: string, args: Record<string, unknown>, asker?: RelayTarget): Promise<CallToolResult> {
     const client = await this.connect();
     if (this.#watchLost) void this.#rewatch(client);
     try {
-      return await this.#callOnce(client, tool, args);
+      return await this.#callOnce(client, tool, args, asker);
     } catch (error) {
-      if (isSessionGone(client, error)) return this.#callInNewSession(client, tool, args);
+      if (isSessionGone(client, error)) return this.#callInNewSession(client, tool, args, asker);
       throw this.#callFailure(error, tool);
     }
   }
@@ -471,7 +472,12 @@ export class Downstream {
   }
 
   /** The server lost the session `stale` held: drop it, open a new one, and send the call that never ran again, once. */
-  async #callInNewSession(stale: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  async #callInNewSession(
+    stale: Client,
+    tool: string,
+    args: Record<string, unknown>,
+    asker: RelayTarget | undefined,
+  ): Promise<CallToolResult> {
     this.#options.log(
       `server "${this.name}": its session is gone (the server restarted?); opening a new one and sending "${tool}" again`,
     );
@@ -479,19 +485,28 @@ export class Downstream {
     void stale.close().catch(() => undefined);
     const client = await this.connect();
     try {
-      return await this.#callOnce(client, tool, args);
+      return await this.#callOnce(client, tool, args, asker);
     } catch (error) {
       throw this.#callFailure(error, tool);
     }
   }
 
-  async #callOnce(client: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
-    const result = await client.callTool(
-      { name: tool, arguments: args },
-      {
-        timeout: this.#options.callTimeoutMs,
-      },
-    );
+  /** One `tools/call`; with an `asker`, a 2026-07-28 server's questions go to it, never to another call's client. */
+  async #callOnce(
+    client: AskingClient,
+    tool: string,
+    args: Record<string, unknown>,
+    asker: RelayTarget | undefined,
+  ): Promise<CallToolResult> {
+    const params = { name: tool, arguments: args };
+    const options = { timeout: this.#options.callTimeoutMs };
+    const { relay } = this.#options;
+    const result =
+      relay === undefined || asker === undefined
+        ? await client.callTool(params, options)
+        : await client.callToolAsking(params, options, (request, signal) =>
+            relayRequest(relay, asker, request, signal),
+          );
     // A server may echo its request back (a debug tool, a reflected header): the token it was
     // sent never reaches the response filters, the logs or the model.
     return redactSecrets(result as CallToolResult, [...this.#secrets]);

@@ -1,5 +1,13 @@
-import type { Client, ClientCapabilities, ElicitRequest, Result } from '@modelcontextprotocol/client';
-import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
+import { setTimeout as delay } from 'node:timers/promises';
+import type {
+  Client,
+  ClientCapabilities,
+  ElicitRequest,
+  InputRequiredResult,
+  InputResponses,
+  Result,
+} from '@modelcontextprotocol/client';
+import { isInputRequiredResult, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { SecretMarkers } from '../elicitation/match-secret-marker';
 import { screenUpstreamForm } from '../elicitation/screen-upstream-form';
 import type { RelayRequest } from '../gateway/types';
@@ -119,4 +127,41 @@ export async function relayRequest(
     default:
       return refuse(`${method} is not relayed`);
   }
+}
+
+/** The pause before retrying a round that carried only a request state. */
+const STATE_ONLY_ROUND_PAUSE_MS = 250;
+
+/** Rounds of a 2026-07-28 server's `input_required` one call may take, as the SDK client allows by default. */
+export const MAX_INPUT_ROUNDS = 10;
+
+/**
+ * Fulfils a 2026-07-28 server's `input_required` for one call, as the calling client's own: each
+ * round's requests go through `ask` (the call's client, through {@link relayRequest}), then the
+ * call is sent again through `retry` with the answers and the server's request state, until it
+ * completes or has asked {@link MAX_INPUT_ROUNDS} rounds (`tooMany` says how that fails). The
+ * SDK client's own fulfilment cannot do this: its handlers run outside any call, so concurrent
+ * calls' questions could not be told apart.
+ */
+export async function fulfilInputRounds(
+  first: InputRequiredResult,
+  ask: (request: { readonly method: string; readonly params?: Record<string, unknown> | undefined }) => Promise<Result>,
+  retry: (answers: { inputResponses?: InputResponses; requestState?: string }) => Promise<Result>,
+  tooMany: (rounds: number) => Error,
+): Promise<Result> {
+  let pending: Result = first;
+  for (let round = 1; isInputRequiredResult(pending); round++) {
+    if (round > MAX_INPUT_ROUNDS) throw tooMany(MAX_INPUT_ROUNDS);
+    const { inputRequests = {}, requestState } = pending;
+    const answers = await Promise.all(
+      Object.entries(inputRequests).map(async ([key, request]) => [key, await ask(request)] as const),
+    );
+    // A round asking nothing is the server shedding load: it is retried after a pause, as the SDK does.
+    if (answers.length === 0) await delay(STATE_ONLY_ROUND_PAUSE_MS);
+    pending = await retry({
+      ...(answers.length > 0 && { inputResponses: Object.fromEntries(answers) as InputResponses }),
+      ...(requestState !== undefined && { requestState }),
+    });
+  }
+  return pending;
 }

@@ -2,7 +2,7 @@ import type { CredentialLookup } from '../credentials/credentialed-fetch';
 import { Downstream } from '../downstream/downstream';
 import { ProxyError } from '../errors';
 import type { ProxyLogger } from './create-gateway';
-import type { Reach, Registry } from './registry';
+import { askerOf, type Reach, type Registry } from './registry';
 import type { CallContext, CallRequest, DispatchOutcome, DownstreamSpec } from './types';
 
 /**
@@ -71,7 +71,9 @@ export function createDispatch(options: DispatchOptions): Dispatch {
         }
         const result =
           target instanceof Downstream
-            ? await registry.track(target, context, () => target.call(toolName, { ...request.arguments }))
+            ? await registry.track(target, context, () =>
+                target.call(toolName, { ...request.arguments }, askerOf(context)),
+              )
             : await target.call(toolName, { ...request.arguments }, context);
         // A server that cannot tell whether its side effect happened (a payment rail that timed out)
         // says so; claiming it only ever keeps evidence held, never releases it.

@@ -87,6 +87,12 @@ function sameSpec(left: DownstreamSpec, right: DownstreamSpec): boolean {
   return JSON.stringify(left) === JSON.stringify(right);
 }
 
+/** Where a downstream's request made during `context`'s call goes: that call's own client. */
+export function askerOf(context: CallContext): RelayTarget {
+  if (context.relay === undefined) return { refused: 'the calling session cannot receive requests' };
+  return { send: context.relay, capabilities: context.clientCapabilities ?? {} };
+}
+
 /**
  * The gateway's registry (SPEC §3.12): the downstream connections and local tools it knows, the
  * names the operator admitted, admission (serialised per name), the calls in flight on each
@@ -141,8 +147,7 @@ export function createRegistry(options: RegistryOptions): Registry {
         refused: `calls from ${asking.size} sessions to server "${name}" are in progress; the proxy cannot tell which one asked`,
       };
     }
-    if (latest.relay === undefined) return { refused: 'the calling session cannot receive requests' };
-    return { send: latest.relay, capabilities: latest.clientCapabilities ?? {} };
+    return askerOf(latest);
   }
 
   /** Closes `downstream` now, or once the calls in flight on it have ended. */

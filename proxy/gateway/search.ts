@@ -250,7 +250,10 @@ export function createSearch(options: SearchOptions): Search {
       );
     },
 
-    remove: (server) => index.remove(server),
+    remove(server) {
+      for (const tool of index.toolsOf(server)) withOutputSchema.delete(tool.name);
+      index.remove(server);
+    },
     count: (server) => index.toolsOf(server).length,
 
     async close() {

@@ -17,6 +17,7 @@ import {
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
 import {
+  fulfilInputRounds,
   modeSupported,
   type RelayTarget,
   relayRequest,
@@ -172,9 +173,6 @@ function targetOf(call: InFlight): RelayTarget {
     ? { refused: 'the calling client cannot be asked' }
     : { send: call.relay, capabilities: call.declared };
 }
-
-/** Rounds of a 2026 upstream's `input_required` one call may take, as the SDK client allows by default. */
-const MAX_UPSTREAM_ROUNDS = 8;
 
 /** What the request's client declared, from the request's own `_meta` envelope (2026-07-28). */
 function declaredBy(ctx: ServerContext): ClientCapabilities {
@@ -370,10 +368,10 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   }
 
   /**
-   * `tools/call` upstream for `call`. On a shared connection the proxy fulfils a 2026 upstream's
-   * `input_required` itself, each question through `call`'s own client (the SDK client's
-   * fulfilment runs outside the call and could not tell concurrent calls apart), then retries
-   * with the answers and the upstream's request state.
+   * `tools/call` upstream for `call`. The proxy fulfils a 2026 upstream's `input_required` itself,
+   * each question through `call`'s own client (on a shared connection the SDK client's fulfilment
+   * could not tell concurrent calls apart, and it would report its rounds as progress), then
+   * retries with the answers and the upstream's request state.
    */
   async function callUpstream(
     pooled: Pooled,
@@ -382,27 +380,18 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     call: InFlight & { readonly onprogress?: ((progress: Record<string, unknown>) => void) | undefined },
   ): Promise<CallToolResult> {
     const asked = { name: tool, arguments: args };
-    let params: Record<string, unknown> = asked;
-    for (let round = 0; ; round++) {
-      const result = await request(pooled, 'tools/call', params, { ...call, allowInputRequired: pooled.shared });
-      if (!isInputRequiredResult(result)) return result as CallToolResult;
-      if (round === MAX_UPSTREAM_ROUNDS) {
-        throw new ProxyError(
-          'downstream-failed',
-          `The upstream asked for input more than ${round} times on "${tool}".`,
-        );
-      }
-      const answers = await Promise.all(
-        Object.entries(result.inputRequests ?? {}).map(
-          async ([key, entry]) => [key, await relayRequest(pooled.relay, targetOf(call), entry, call.signal)] as const,
-        ),
-      );
-      params = {
-        ...asked,
-        ...(answers.length > 0 && { inputResponses: Object.fromEntries(answers) }),
-        ...(result.requestState !== undefined && { requestState: result.requestState }),
-      };
-    }
+    const send = (params: Record<string, unknown>) =>
+      request(pooled, 'tools/call', params, { ...call, allowInputRequired: true });
+    const first = await send(asked);
+    if (!isInputRequiredResult(first)) return first as CallToolResult;
+    const result = await fulfilInputRounds(
+      first,
+      (entry) => relayRequest(pooled.relay, targetOf(call), entry, call.signal),
+      (answers) => send({ ...asked, ...answers }),
+      (rounds) =>
+        new ProxyError('downstream-failed', `The upstream asked for input in more than ${rounds} rounds of "${tool}".`),
+    );
+    return result as CallToolResult;
   }
 
   /** The pooled connection as the gateway's listing (SPEC §3.5): what it lists now is callable. */

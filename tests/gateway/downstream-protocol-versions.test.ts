@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client, ElicitRequestFormParams } from '@modelcontextprotocol/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   connectInMemory,
   createGateway,
@@ -103,7 +103,7 @@ async function gatewayWith(
 /** A search-mode session of `gateway` whose client answers every form with `name`, recording what it was asked. */
 async function session(
   gateway: Gateway,
-  options: { readonly elicitation?: boolean; readonly name?: string } = {},
+  options: { readonly elicitation?: boolean; readonly name?: string; readonly answerAfter?: Promise<void> } = {},
 ): Promise<{ client: Client; forms: ElicitRequestFormParams[] }> {
   const elicitation = options.elicitation ?? true;
   const client = await connectInMemory(gateway, {
@@ -113,8 +113,9 @@ async function session(
   cleanups.push(() => client.close());
   const forms: ElicitRequestFormParams[] = [];
   if (elicitation) {
-    client.setRequestHandler('elicitation/create', (request) => {
+    client.setRequestHandler('elicitation/create', async (request) => {
       forms.push(request.params as ElicitRequestFormParams);
+      await options.answerAfter;
       return { action: 'accept', content: { name: options.name ?? 'Ada' } };
     });
   }
@@ -266,6 +267,24 @@ describe('a 2026-07-28 downstream keeps the behaviour of a 2025 one', () => {
         }),
       ]);
       expect(other.forms).toEqual([]);
+    });
+
+    it(`${transport}: two sessions asked at once each answer their own call's question`, async () => {
+      // A 2026 server's question belongs to the call it answered: with Grace's call still waiting
+      // for her answer, Ada's call to the same server is asked and completes (a 2025 server's
+      // request, carrying no call, would be refused here: SPEC §3.10).
+      const { gateway } = await gatewayWith({ fx: await downstream(transport, '2026-07-28', 'auto') });
+      let answer: () => void = () => undefined;
+      const grace = await session(gateway, { name: 'Grace', answerAfter: new Promise((done) => (answer = done)) });
+      const ada = await session(gateway, { name: 'Ada' });
+      for (const { client } of [grace, ada])
+        expect(await searchNames(client, 'greets the caller by name')).toContain('fx__greet');
+      const graceCall = callTool(grace.client, 'fx__greet');
+      await vi.waitFor(() => expect(grace.forms).toHaveLength(1));
+      expect(textOf(await callTool(ada.client, 'fx__greet'))).toBe('Hello, Ada!');
+      answer();
+      expect(textOf(await graceCall)).toBe('Hello, Grace!');
+      expect([grace.forms.length, ada.forms.length]).toEqual([1, 1]);
     });
 
     it(`${transport}: a session that cannot answer a form gets the request refused, with the reason`, async () => {
