@@ -46,6 +46,8 @@ export interface HeldTool {
 
 /** What the store knows of one server's pins, as {@link admit} reads it. */
 export interface ServerPins {
+  /** Whether the server's first listing was pinned (even an empty one): afterwards every new name is held. */
+  readonly known: boolean;
   /** The pins, by tool name. */
   readonly pins: ReadonlyMap<string, ToolPin>;
   /** The hashes the operator rejected, by tool name. */
@@ -58,22 +60,24 @@ export interface Admission {
   readonly admitted: readonly Tool[];
   /** The tools held for the operator's review. */
   readonly held: readonly HeldTool[];
-  /** Pins to write: the whole listing when the server had none (its first listing), else empty. */
+  /** Pins to write on the server's first listing (the whole listing), else empty. */
   readonly firstPins: readonly ToolPin[];
+  /** Whether this was the server's first listing: write {@link Admission.firstPins} with `pinFirst`. */
+  readonly first: boolean;
 }
 
 /** What the operator decided about a pending definition. */
 export type PinDecision = 'accept' | 'reject';
 
-/** A definition waiting for the operator, as the store keeps it. */
-export interface PendingPin {
+/** A held definition as the store keeps it: waiting for the operator (`changed`, `new`) or refused (`rejected`). */
+export interface HeldDefinition {
   readonly server: string;
   readonly tool: string;
-  readonly reason: 'changed' | 'new';
+  readonly reason: HoldReason;
   readonly hash: string;
   readonly definition: string;
   readonly diff: readonly DefinitionChange[];
-  /** Milliseconds since the epoch of the newest listing that held it. */
+  /** Milliseconds since the epoch of the listing that held it. */
   readonly seenAt: number;
 }
 
@@ -105,22 +109,26 @@ export interface PinStore {
   /** The pins and rejections of `server`. */
   read(server: string): Promise<ServerPins>;
   /**
-   * Writes a server's first pins, in one transaction, only if it has none yet. False when it
-   * already had some (another proxy pinned first): read again and admit again.
+   * Writes a server's first pins (its first listing, even an empty one), in one transaction, only
+   * if the server is not known yet. False when it is (another proxy pinned first): read again and
+   * admit again.
    */
   pinFirst(server: string, pins: readonly ToolPin[]): Promise<boolean>;
-  /** Records the held definitions that wait for the operator (newest per tool; rejected ones are not recorded). */
+  /**
+   * Records what a listing of `server` held, in place of what its previous listing held: a
+   * definition the server no longer offers no longer waits.
+   */
   hold(server: string, held: readonly HeldTool[]): Promise<void>;
-  /** The definitions waiting, of one server or of all. */
-  pending(server?: string): Promise<readonly PendingPin[]>;
+  /** The held definitions (waiting and rejected), of one server or of all, ordered by server then tool. */
+  held(server?: string): Promise<readonly HeldDefinition[]>;
   /** Every known tool's state, of one server or of all, ordered by server then tool. */
   status(server?: string): Promise<readonly PinStatus[]>;
   /** The pin of one tool, if any. */
   pin(server: string, tool: string): Promise<ToolPin | undefined>;
   /**
-   * The operator's decision on what waits: for `tool`, or every pending tool of `server` when
-   * `tool` is absent. Accept makes the pending definition the pin; reject records its hash as
-   * refused for good and keeps the old pin. Reports nothing decided when nothing was pending.
+   * The operator's decision on what waits (`changed` or `new`): for `tool`, or every waiting tool
+   * of `server` when `tool` is absent. Accept makes the held definition the pin; reject records its
+   * hash as refused for good and keeps the old pin. Reports no tools when nothing was waiting.
    */
   decide(decision: PinDecision, server: string, tool?: string): Promise<DecisionReport>;
   /** Releases what the store holds open; the owner's to call. */
