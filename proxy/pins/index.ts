@@ -1,0 +1,25 @@
+/** Tool-definition pinning (SPEC §3.13, docs/pinning.md): the rule, the diff and the stores. */
+
+export { type AdmitOptions, admit } from './admit';
+export { diffDefinitions } from './diff-definitions';
+export { type PinnedForm, pinDefinition } from './pin-definition';
+export {
+  createSqlitePinStore,
+  openSqlitePinStore,
+  pinStoreMigrations,
+  type SqlitePinStoreOptions,
+} from './sqlite-pin-store';
+export type {
+  Admission,
+  DecisionReport,
+  DefinitionChange,
+  HeldDefinition,
+  HeldTool,
+  HoldReason,
+  PinDecision,
+  PinSource,
+  PinStatus,
+  PinStore,
+  ServerPins,
+  ToolPin,
+} from './types';
