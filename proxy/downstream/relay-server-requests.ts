@@ -1,12 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type {
-  Client,
-  ClientCapabilities,
-  ElicitRequest,
-  InputRequiredResult,
-  InputResponses,
-  Result,
-} from '@modelcontextprotocol/client';
+import type { Client, ClientCapabilities, ElicitRequest, InputResponses, Result } from '@modelcontextprotocol/client';
 import { isInputRequiredResult, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { SecretMarkers } from '../elicitation/match-secret-marker';
 import { screenUpstreamForm } from '../elicitation/screen-upstream-form';
@@ -136,7 +129,8 @@ const STATE_ONLY_ROUND_PAUSE_MS = 250;
 export const MAX_INPUT_ROUNDS = 10;
 
 /**
- * Fulfils a 2026-07-28 server's `input_required` for one call, as the calling client's own: each
+ * Fulfils a 2026-07-28 server's `input_required` for one call, as the calling client's own (a
+ * `first` result that asks nothing is returned as it is): each
  * round's requests go through `ask` (the call's client, through {@link relayRequest}), then the
  * call is sent again through `retry` with the answers and the server's request state, until it
  * completes or has asked {@link MAX_INPUT_ROUNDS} rounds (`tooMany` says how that fails). The
@@ -144,7 +138,7 @@ export const MAX_INPUT_ROUNDS = 10;
  * calls' questions could not be told apart.
  */
 export async function fulfilInputRounds(
-  first: InputRequiredResult,
+  first: Result,
   ask: (request: { readonly method: string; readonly params?: Record<string, unknown> | undefined }) => Promise<Result>,
   retry: (answers: { inputResponses?: InputResponses; requestState?: string }) => Promise<Result>,
   tooMany: (rounds: number) => Error,

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
-import { type Migration, openSqliteFile, prepareStatements } from '../store/apply-migrations';
+import { type Migration, openStoreFile, prepareStatements } from '../store/apply-migrations';
 import { type DiscoveryLimits, type DiscoveryStore, defaultDiscoveryLimits } from './discovery-store';
 
 /**
@@ -41,18 +41,9 @@ export interface SqliteDiscoveryStoreOptions extends DiscoveryLimits {
  * file agree on every scope. `close()` closes the file.
  */
 export function openSqliteDiscoveryStore(options: SqliteDiscoveryStoreOptions): DiscoveryStore {
-  let opened: Database.Database;
-  try {
-    opened = openSqliteFile(options.path, { discovery: discoveryStoreMigrations });
-  } catch (error) {
-    throw new ProxyError('store-failed', `cannot open the discovery store ${options.path}`, { cause: error });
-  }
-  return {
-    ...createSqliteDiscoveryStore(opened, options),
-    async close() {
-      opened.close();
-    },
-  };
+  return openStoreFile(options.path, { discovery: discoveryStoreMigrations }, 'discovery store', (opened) =>
+    createSqliteDiscoveryStore(opened, options),
+  );
 }
 
 /**

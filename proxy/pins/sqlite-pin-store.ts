@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
 import { safeJsonParse } from '../policy/safe-json';
-import { type Migration, openSqliteFile, prepareStatements } from '../store/apply-migrations';
+import { type Migration, openStoreFile, prepareStatements } from '../store/apply-migrations';
 import type {
   DecisionReport,
   DefinitionChange,
@@ -70,18 +70,9 @@ export interface SqlitePinStoreOptions {
  * store. `:memory:` is a store for this process only. `close()` closes the file.
  */
 export function openSqlitePinStore(options: SqlitePinStoreOptions): PinStore {
-  let opened: Database.Database;
-  try {
-    opened = openSqliteFile(options.path, { pins: pinStoreMigrations });
-  } catch (error) {
-    throw new ProxyError('store-failed', `cannot open the pin store ${options.path}`, { cause: error });
-  }
-  return {
-    ...createSqlitePinStore(opened, options),
-    async close() {
-      opened.close();
-    },
-  };
+  return openStoreFile(options.path, { pins: pinStoreMigrations }, 'pin store', (opened) =>
+    createSqlitePinStore(opened, options),
+  );
 }
 
 interface PinRow {

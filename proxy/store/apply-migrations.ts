@@ -99,6 +99,30 @@ export function openSqliteFile(
 }
 
 /**
+ * Opens `path` as a store ({@link openSqliteFile}), `what` naming it in the error a failure
+ * throws, and builds the store with `create`; the store's `close()` closes the file.
+ */
+export function openStoreFile<T extends object>(
+  path: string,
+  migrations: Readonly<Record<string, readonly Migration[]>>,
+  what: string,
+  create: (database: Database.Database) => T,
+): T & { close(): Promise<void> } {
+  let opened: Database.Database;
+  try {
+    opened = openSqliteFile(path, migrations);
+  } catch (error) {
+    throw new ProxyError('store-failed', `cannot open the ${what} ${path}`, { cause: error });
+  }
+  return {
+    ...create(opened),
+    async close() {
+      opened.close();
+    },
+  };
+}
+
+/**
  * Prepares a store's statements on a database its owner opened, or says which migrations are
  * missing: a table that is absent or outdated fails here, once, not at the first call.
  */

@@ -1,4 +1,4 @@
-import { Client, isInputRequiredResult } from '@modelcontextprotocol/client';
+import { Client } from '@modelcontextprotocol/client';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import {
   type CallToolResult,
@@ -382,10 +382,8 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
     const asked = { name: tool, arguments: args };
     const send = (params: Record<string, unknown>) =>
       request(pooled, 'tools/call', params, { ...call, allowInputRequired: true });
-    const first = await send(asked);
-    if (!isInputRequiredResult(first)) return first as CallToolResult;
     const result = await fulfilInputRounds(
-      first,
+      await send(asked),
       (entry) => relayRequest(pooled.relay, targetOf(call), entry, call.signal),
       (answers) => send({ ...asked, ...answers }),
       (rounds) =>
