@@ -18,6 +18,7 @@ import { readProxyEnv } from './env';
 import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { reloadServers } from './reload-servers';
 import { runTransparentCli } from './run-transparent-cli';
+import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
 import { describeStore, openDiscoveryStore, openInputRounds, parseStoreUrl } from './store-url';
 
@@ -92,9 +93,10 @@ Environment:
   EXTENSIBLE_MCP_TOKENS_FILE  Tokens file (default: "tokens" beside the config). Relative to the
                             config's folder, "~" expanded; if set, it must exist.
 
-Stopping: one SIGINT or SIGTERM (or the client closing stdin) stops it in order: no new request is
-read, servers are closed, exit 0; a shutdown that takes over 10 s exits 1. Over stdio a message
-over 4 MiB is answered with a JSON-RPC error and the session goes on.
+Stopping: one SIGINT or SIGTERM (or the client closing stdin) stops it in order: a new request is
+refused, the calls in flight get up to 5 s to finish and be answered, servers are closed, exit 0;
+a shutdown that takes over 10 s exits 1. Over stdio a message over 4 MiB is answered with a
+JSON-RPC error and the session goes on.
 
 Exit codes: 0 normal stop, 1 runtime failure, 2 bad usage or config.`;
 
@@ -137,13 +139,13 @@ const exitGraceMs = 5_000;
 
 /**
  * Resolves with the exit code once the proxy has stopped: on the first SIGINT or SIGTERM, or
- * when `closed` settles (stdin ended). One signal is enough: the handlers stay installed during
+ * when `ended` settles (stdin ended). One signal is enough: the handlers stay installed during
  * the shutdown, so a second signal changes nothing. The shutdown is bounded: if `stop` has not
  * finished within {@link shutdownTimeoutMs} the code is 1, and if anything (a downstream child's
  * pipe, a worker, a timer) still holds the event loop {@link exitGraceMs} after it, the process
  * exits anyway.
  */
-function waitForShutdown(stop: () => Promise<void>, closed?: Promise<void>): Promise<number> {
+function waitForShutdown(stop: () => Promise<void>, ended?: Promise<void>): Promise<number> {
   return new Promise((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals) => begin(signal);
@@ -176,7 +178,7 @@ function waitForShutdown(stop: () => Promise<void>, closed?: Promise<void>): Pro
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
-    void closed?.then(() => begin('stdin closed'));
+    void ended?.then(() => begin('stdin closed'));
   });
 }
 
@@ -355,6 +357,7 @@ export async function runCli(argv: string[]): Promise<number> {
     if (inboundTokens === undefined) logLine('no --http-tokens: every HTTP client is the principal "anonymous"');
     return waitForShutdown(async () => {
       release();
+      await endpoint.drain(shutdownDrainMs);
       await endpoint.close();
       await running.close();
       await closeStores();
@@ -375,11 +378,12 @@ export async function runCli(argv: string[]): Promise<number> {
     { transport, onerror: (error) => logLine(error.message) },
   );
   return waitForShutdown(async () => {
-    // No new request is read once shutdown begins: a call arriving now would reconnect (respawn)
-    // the downstreams being closed.
+    // No new request is taken once shutdown begins (a call arriving now would reconnect, respawn,
+    // the downstreams being closed); the calls already read finish and are answered first.
+    await transport.drain(shutdownDrainMs);
     await transport.close();
     release();
     await running.close();
     await closeStores();
-  }, transport.closed);
+  }, transport.ended);
 }

@@ -17,6 +17,7 @@ import {
   relayChangeEvents,
   type TransparentRequests,
 } from '../transparent/transparent-requests';
+import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
 import { readTransparentEnv } from './transparent-env';
 
@@ -281,7 +282,7 @@ async function serveOverStdio(options: {
   const { requests, say } = options;
   // On stdio the client is whoever runs the proxy: the local user (SPEC §3.5).
   const principal = { id: `user:${userInfo().username}` };
-  // The proxy's own transport: an oversized or malformed line is answered, not fatal; end of stdin closes it.
+  // The proxy's own transport: an oversized or malformed line is answered, not fatal.
   const transport = new StdioTransport({ stdin: options.stdin, stdout: options.stdout });
   let session: TransparentProxy | undefined;
   const connection = serveStdio(
@@ -300,8 +301,15 @@ async function serveOverStdio(options: {
     { transport, onerror: (error) => say(error.message) },
   );
   say(`serving ${options.describe()} (transparent mode, stdio)`);
-  // One signal is one orderly shutdown: the connection closes its instance, then the transport.
-  const stop = () => void connection.close();
+  // End of stdin, or one signal, is one orderly shutdown: new requests are refused, those read are
+  // answered (for a while), then the connection closes its instance, then the transport.
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    void transport.drain(shutdownDrainMs).then(() => connection.close());
+  };
+  void transport.ended.then(stop);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
@@ -352,6 +360,7 @@ async function serveOverHttp(options: {
     process.once('SIGTERM', resolve);
   });
   say('shutting down');
+  await endpoint.drain(shutdownDrainMs);
   await endpoint.close();
   await Promise.allSettled([...options.live].map((proxy) => proxy.close()));
   await options.requests.close();

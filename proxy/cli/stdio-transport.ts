@@ -134,10 +134,23 @@ export class StdioTransport implements Transport {
   #skipping: TopLevelScanner | undefined;
   #started = false;
   #closed = false;
+  /** Set once {@link drain} began: a request read from now on is refused, not run. */
+  #draining = false;
+  /** The client's requests handed on and not answered yet (nor cancelled), by {@link idKey}. */
+  readonly #unanswered = new Set<string>();
+  #answered: () => void = () => {};
   #settle: () => void = () => {};
-  /** Settles once the transport closed (end of stdin, or `close()`), whoever owns `onclose`. */
+  #settleEnded: () => void = () => {};
+  /** Settles once the transport closed (`close()`), whoever owns `onclose`. */
   readonly closed = new Promise<void>((resolve) => {
     this.#settle = resolve;
+  });
+  /**
+   * Settles at the end of stdin. The transport stays open, so the answers to the requests already
+   * read can still be written: the owner {@link drain}s it, then closes it.
+   */
+  readonly ended = new Promise<void>((resolve) => {
+    this.#settleEnded = resolve;
   });
 
   constructor(options: StdioTransportOptions = {}) {
@@ -173,7 +186,7 @@ export class StdioTransport implements Transport {
   };
 
   readonly #onEnd = (): void => {
-    void this.close();
+    this.#settleEnded();
   };
 
   #endOfLine(): void {
@@ -194,13 +207,51 @@ export class StdioTransport implements Transport {
     }
     const message = JSONRPCMessageSchema.safeParse(parsed);
     if (message.success) {
-      this.onmessage?.(message.data);
+      this.#receive(message.data);
       return;
     }
     const id = idOf(parsed);
     const isResponse = typeof parsed === 'object' && parsed !== null && ('result' in parsed || 'error' in parsed);
     if (isResponse && id !== null) this.onmessage?.(errorResponse(id, -32600, 'Invalid response from the client.'));
     else this.#reply(id, -32600, 'Invalid request: not a JSON-RPC 2.0 message.');
+  }
+
+  /** Hands a message on; a request is refused instead once the transport drains. */
+  #receive(message: JSONRPCMessage): void {
+    if ('method' in message && 'id' in message) {
+      if (this.#draining) {
+        this.#reply(message.id, -32000, 'The proxy is shutting down: the request was not run.');
+        return;
+      }
+      // A listen stream is answered only when it ends: it never holds the drain.
+      if (message.method !== 'subscriptions/listen') this.#unanswered.add(idKey(message.id));
+    } else if ('method' in message && message.method === 'notifications/cancelled') {
+      // A cancelled request gets no answer: it no longer holds the drain.
+      const requestId = (message.params as { requestId?: unknown } | undefined)?.requestId;
+      if (typeof requestId === 'string' || typeof requestId === 'number') this.#settleOne(idKey(requestId));
+    }
+    this.onmessage?.(message);
+  }
+
+  #settleOne(key: string): void {
+    if (this.#unanswered.delete(key) && this.#unanswered.size === 0) this.#answered();
+  }
+
+  /**
+   * Stops taking requests and waits, at most `timeoutMs`, until every request already read has
+   * been answered. A request read meanwhile is answered with an error (it never ran); the
+   * client's answers to the proxy's own requests and its notifications still go through.
+   */
+  drain(timeoutMs: number): Promise<void> {
+    this.#draining = true;
+    if (this.#unanswered.size === 0 || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.#answered = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 
   #refuseOversized(scanned: TopLevelScanner): void {
@@ -243,11 +294,22 @@ export class StdioTransport implements Transport {
   }
 
   send(message: JSONRPCMessage): Promise<void> {
+    const answered = 'result' in message || 'error' in message ? message.id : undefined;
     return new Promise((resolve) => {
-      if (this.#stdout.write(`${JSON.stringify(message)}\n`)) resolve();
-      else this.#stdout.once('drain', resolve);
+      // An answer counts once stdout took it: a drain that ends now loses nothing.
+      const written = () => {
+        if (answered !== undefined && answered !== null) this.#settleOne(idKey(answered));
+        resolve();
+      };
+      if (this.#stdout.write(`${JSON.stringify(message)}\n`)) written();
+      else this.#stdout.once('drain', written);
     });
   }
+}
+
+/** A set key for a JSON-RPC id: `1` and `"1"` are different ids. */
+function idKey(id: RequestId): string {
+  return `${typeof id}:${id}`;
 }
 
 function idOf(value: unknown): RequestId | null {

@@ -64,6 +64,12 @@ export interface HttpHandler {
   handle(request: Request, context?: HttpRequestContext): Promise<Response>;
   /** Sessions currently open. */
   readonly sessions: number;
+  /**
+   * Stops taking requests and waits, at most `timeoutMs`, until every request already taken has
+   * been answered. A request arriving meanwhile is refused with 503 (it never ran); the client's
+   * answers to the server's own requests, its notifications and `DELETE` still go through.
+   */
+  drain(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -82,13 +88,40 @@ function idKey(id: RequestId): string {
   return `${typeof id}:${id}`;
 }
 
-/** The ids of the requests (not notifications or responses) in a JSON-RPC message or batch. */
-function requestIds(body: unknown): RequestId[] {
+/** The requests (not notifications or responses) in a JSON-RPC message or batch. */
+function requestsIn(body: unknown): { readonly id: RequestId; readonly method: unknown }[] {
   return (Array.isArray(body) ? body : [body]).flatMap((message: unknown) => {
     if (typeof message !== 'object' || message === null || !('method' in message) || !('id' in message)) return [];
-    const { id } = message;
-    return typeof id === 'string' || typeof id === 'number' ? [id] : [];
+    const { id, method } = message;
+    return typeof id === 'string' || typeof id === 'number' ? [{ id, method }] : [];
   });
+}
+
+/** The ids of the requests in a JSON-RPC message or batch. */
+function requestIds(body: unknown): RequestId[] {
+  return requestsIn(body).map((request) => request.id);
+}
+
+/** `response`, with `sent` called once its body has been read out (written) or cancelled. */
+function whenSent(response: Response, sent: () => void): Response {
+  if (!response.body) {
+    sent();
+    return response;
+  }
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const chunk = await reader.read();
+      if (!chunk.done) return controller.enqueue(chunk.value);
+      sent();
+      controller.close();
+    },
+    cancel(reason) {
+      sent();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
 /**
@@ -300,9 +333,77 @@ export function createSessionHttpHandler(
     }
   }
 
+  /** Where a request that passed the checks goes: the stateless leg, a new session or its own. */
+  async function route(
+    request: Request,
+    parsed: { readonly value: unknown } | undefined,
+    opener: { readonly address: string | undefined; readonly principal: Principal },
+  ): Promise<Response> {
+    const { principal } = opener;
+    // A 2026-07-28 request carries its own version and state: the stateless leg, any replica.
+    if (stateless !== undefined && !(await isLegacyRequest(request, parsed?.value))) {
+      return stateless.handle(request, principal, parsed?.value);
+    }
+    const sessionId = request.headers.get('mcp-session-id');
+    if (sessionId === null) {
+      return parsed !== undefined
+        ? open(request, parsed, opener)
+        : jsonRpcError(400, 'Bad request: unknown or missing Mcp-Session-Id.');
+    }
+    const session = sessions.get(sessionId);
+    // Another principal's session is answered exactly like an unknown one: its id opens nothing.
+    if (!session || session.principal !== principal.id) {
+      return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
+    }
+    session.lastSeen = Date.now();
+    if (parsed !== undefined) return post(request, parsed, session);
+    return session.transport.handleRequest(request);
+  }
+
+  /** Exchanges whose answer is still being written, each settling once it has been. */
+  const answering = new Set<Promise<void>>();
+  let draining = false;
+
+  /** Serves one request: refused while draining, else routed and tracked until its answer is out. */
+  async function serve(
+    request: Request,
+    parsed: { readonly value: unknown } | undefined,
+    opener: { readonly address: string | undefined; readonly principal: Principal },
+  ): Promise<Response> {
+    const requests = parsed === undefined ? [] : requestsIn(parsed.value);
+    if (draining && (request.method === 'GET' || requests.length > 0)) {
+      return jsonRpcError(503, 'The proxy is shutting down: the request was not run. Try again.', requests[0]?.id);
+    }
+    // A listen stream, like a GET's, is answered only when it ends: it never holds the drain.
+    if (!requests.some((entry) => entry.method !== 'subscriptions/listen')) return route(request, parsed, opener);
+    let sent = () => {};
+    const exchange = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
+    answering.add(exchange);
+    void exchange.then(() => answering.delete(exchange));
+    try {
+      return whenSent(await route(request, parsed, opener), sent);
+    } catch (error) {
+      sent();
+      throw error;
+    }
+  }
+
   return {
     get sessions() {
       return sessions.size;
+    },
+    async drain(timeoutMs) {
+      draining = true;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(answering),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
     },
     async handle(request, context = {}) {
       const url = new URL(request.url);
@@ -333,24 +434,7 @@ export function createSessionHttpHandler(
         if (!json.ok) return jsonRpcError(400, 'Parse error: the body is not valid JSON.');
         parsed = json;
       }
-      // A 2026-07-28 request carries its own version and state: the stateless leg, any replica.
-      if (stateless !== undefined && !(await isLegacyRequest(request, parsed?.value))) {
-        return stateless.handle(request, principal, parsed?.value);
-      }
-      const sessionId = request.headers.get('mcp-session-id');
-      if (sessionId === null) {
-        return parsed !== undefined
-          ? open(request, parsed, { address: context.remoteAddress, principal })
-          : jsonRpcError(400, 'Bad request: unknown or missing Mcp-Session-Id.');
-      }
-      const session = sessions.get(sessionId);
-      // Another principal's session is answered exactly like an unknown one: its id opens nothing.
-      if (!session || session.principal !== principal.id) {
-        return jsonRpcError(404, 'Session not found: start a new session with an initialize request.');
-      }
-      session.lastSeen = Date.now();
-      if (parsed !== undefined) return post(request, parsed, session);
-      return session.transport.handleRequest(request);
+      return serve(request, parsed, { address: context.remoteAddress, principal });
     },
     async close() {
       clearInterval(sweeper);

@@ -4,7 +4,12 @@ import type { Gateway } from '../gateway/types';
 import { localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
-import { type ConnectSession, createSessionHttpHandler, type HttpHandlerOptions } from './http-handler';
+import {
+  type ConnectSession,
+  createSessionHttpHandler,
+  type HttpHandler,
+  type HttpHandlerOptions,
+} from './http-handler';
 
 /** Options of {@link serveHttp}. */
 export interface ServeHttpOptions extends Partial<Omit<HttpHandlerOptions, 'allowedHosts' | 'allowedOrigins'>> {
@@ -20,6 +25,8 @@ export interface ServeHttpOptions extends Partial<Omit<HttpHandlerOptions, 'allo
 export interface HttpEndpoint {
   /** `http://host:port/mcp`. */
   readonly url: string;
+  /** Stops taking requests and lets those taken finish and be answered, for at most `timeoutMs` (see {@link HttpHandler.drain}). */
+  drain(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -109,6 +116,7 @@ export async function serveSessions(
   });
   return {
     url: `${origin}/mcp`,
+    drain: (timeoutMs) => handler.drain(timeoutMs),
     async close() {
       await handler.close();
       server.closeAllConnections();

@@ -3,7 +3,8 @@
  * Usage: `node --import tsx mortal-stdio-server.ts <state-dir> [max-starts]`. Every start appends
  * the process id to `<state-dir>/starts`; a start beyond `max-starts` exits before speaking MCP
  * (so a restart fails to connect). Every `work` call appends its label to `<state-dir>/calls`
- * before doing anything else, so a test can count how often the tool really ran.
+ * before doing anything else, so a test can count how often the tool really ran; with `delayMs`
+ * it then takes that long to answer.
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,12 +28,13 @@ server.registerTool(
   'work',
   {
     description: 'Does one unit of work and records it; with die set, the process exits before answering',
-    inputSchema: z.object({ label: z.string(), die: z.boolean().optional() }),
+    inputSchema: z.object({ label: z.string(), die: z.boolean().optional(), delayMs: z.number().optional() }),
   },
-  (args) => {
+  async (args) => {
     // Recorded first: the work "happened" even if the answer never leaves the process.
     appendFileSync(callsFile, `${args.label}\n`);
     if (args.die) process.exit(1);
+    if (args.delayMs) await new Promise((resolve) => setTimeout(resolve, args.delayMs));
     return { content: [{ type: 'text', text: `done ${args.label} by ${process.pid}` }] };
   },
 );
