@@ -13,6 +13,7 @@ import { loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
 import { identityBench } from './identity-bench';
 import { type Latency, measure, measureInterleaved } from './measure';
 import { paymentsBench } from './payments-bench';
+import { pinsBench } from './pins-bench';
 import { policyBench } from './policy-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
 import { httpThroughput, idleSessionsMemory, statelessRequestsMemory, stdioShutdown } from './transport-bench';
@@ -156,7 +157,7 @@ const only = process.argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)
   .split(',');
-const wanted = (part: 'retrieval' | 'search' | 'calls' | 'policy' | 'identity' | 'payments' | 'transport') =>
+const wanted = (part: 'retrieval' | 'search' | 'calls' | 'pins' | 'policy' | 'identity' | 'payments' | 'transport') =>
   only === undefined || only.includes(part);
 
 async function main() {
@@ -233,6 +234,9 @@ async function main() {
       }
     : undefined;
 
+  log('pins: re-checking 10 000 pinned tools at a re-listing');
+  const pins = wanted('pins') ? await pinsBench() : undefined;
+
   log('policy evaluation');
   const policy = wanted('policy') ? await policyBench() : undefined;
 
@@ -251,6 +255,7 @@ async function main() {
     searchStartup: startup,
     callToolOverhead: calls,
     transport,
+    pins,
     policy,
     identity,
     payments,
