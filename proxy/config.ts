@@ -84,6 +84,8 @@ const filtersSchema = z.strictObject({
       deny_name_patterns: globList,
       deny_url_patterns: urlPatternList,
       allow_url_patterns: urlPatternList,
+      /** Lets `load_mcp_server` reach `http://localhost` and loopback addresses (read at start). */
+      allow_localhost: z.boolean().optional(),
     })
     .optional(),
   rego_policy: nonBlank.optional(),

@@ -37,5 +37,6 @@ export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
         allowUrlPatterns: load.allow_url_patterns,
       },
     }),
+    ...(load?.allow_localhost === true && { allowLocalhostLoads: true }),
   };
 }

@@ -53,6 +53,8 @@ Options:
   --store URL          Where discovery scopes are kept: sqlite:FILE (shared by proxies on one
                        file) or memory:. Default: sqlite:proxy.sqlite beside the config.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
+  --allow-localhost-loads  Let load_mcp_server reach http://localhost and loopback addresses (as
+                       "load_control": {"allow_localhost": true} does); off by default. Read at start.
   --offline            Never download the embedding model; use the staged one or lexical search.
   -h, --help           Show this help.
 
@@ -114,6 +116,7 @@ function parseCliArgs(argv: string[]) {
       'max-sessions': { type: 'string' },
       store: { type: 'string' },
       'call-timeout': { type: 'string', default: '60000' },
+      'allow-localhost-loads': { type: 'boolean', default: false },
       offline: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -270,6 +273,7 @@ export async function runCli(argv: string[]): Promise<number> {
     logLine(`tokens: ${tokens.path}${tokens.explicit ? ' (EXTENSIBLE_MCP_TOKENS_FILE)' : ''}`);
     gatewayOptions = {
       ...gatewayOptionsFromConfig(config),
+      ...(values['allow-localhost-loads'] && { allowLocalhostLoads: true }),
       callTimeoutMs,
       embeddings: {
         modelDir: env.modelDir,
