@@ -8,7 +8,10 @@ export type BlockReason =
   | 'elicitation_cancelled'
   | 'elicitation_failed'
   | 'required_fields_missing_or_empty'
-  | 'sensitive_required_field';
+  | 'sensitive_required_field'
+  | 'ambiguous_input'
+  | 'confirmation_declined'
+  | 'confirmation_unavailable';
 
 /** Coarse state for the model: fix the input, stop, or respect the user's answer. */
 export type BlockStatus = 'blocked' | 'needs_input' | 'declined' | 'cancelled' | 'failed';

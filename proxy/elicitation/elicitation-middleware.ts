@@ -149,7 +149,7 @@ function isPrimitiveValue(value: unknown): boolean {
 function blocked(
   call: ElicitationCall,
   details: { reason: BlockReason; status: BlockStatus; fields: readonly string[]; message: string },
-): ElicitationOutcome {
+): Extract<ElicitationOutcome, { kind: 'blocked' }> {
   return {
     kind: 'blocked',
     blocked: {
@@ -167,156 +167,337 @@ function blocked(
  * Builds the call-time elicitation middleware of SPEC §3.10, the one implementation behind both
  * the transparent server's `tools/call` and the search-mode `elicitationFilter`. In order: find
  * the missing required fields; refuse to ask for secret-looking ones; ask the human for the rest
- * through one primitive-only form; merge only the requested keys; re-check; forward once.
+ * through one primitive-only form; merge only the requested keys; re-check. Then, as the tool's
+ * policy says, clarify a vague value (`ambiguous_if`) and have the person confirm the exact call
+ * (`confirm_if`). Forward once.
  */
 export function elicitationMiddleware(policy: ElicitationPolicy): ElicitationMiddleware {
   return async function elicitation(call, elicit) {
     const toolPolicy = policy.tools[call.policyKey ?? call.tool];
-    const args = call.arguments ?? {};
-    const required = requiredFields(call, policy, toolPolicy);
-    const missing = required.filter((name) => isMissing(args[name]));
-    // Complete input is forwarded unchanged: the very object the client sent.
-    if (missing.length === 0) return { kind: 'forward', arguments: call.arguments, elicited: [] };
-
-    const properties = asObject(call.inputSchema?.properties) ?? {};
-    const copy = toolPolicy?.elicit?.fields ?? {};
-
-    // Step 1, sensitive check: a secret is never requested through a form, whatever else is missing.
-    if (policy.policies.sensitiveRequired.enabled) {
-      const secrets = missing.filter((name) => {
-        const property = asObject(properties[name]);
-        const title = asString(property?.title);
-        const description = asString(property?.description);
-        const format = asString(property?.format);
-        const field = {
-          name,
-          ...(title !== undefined && { title }),
-          ...(description !== undefined && { description }),
-          ...(format !== undefined && { format }),
-        };
-        return matchSecretMarker(field, policy.policies.sensitiveRequired) !== undefined;
-      });
-      if (secrets.length > 0) {
-        return blocked(call, {
-          reason: 'sensitive_required_field',
-          status: 'blocked',
-          fields: secrets,
-          message:
-            `The call to "${call.tool}" was blocked: the required field(s) ${fieldList(secrets)} look like secrets, ` +
-            'and this proxy never asks for secrets through a form. Do not ask the user to type a secret into the chat; ' +
-            "the secret belongs in the upstream server's own configuration (for example its environment). " +
-            'Call the tool again only with a value the user already provided for this purpose.',
-        });
-      }
-    }
-
-    // Step 2, required check: ask the human, if we may and can.
-    if (!policy.elicitation.enabled) {
-      return blocked(call, {
-        reason: 'elicitation_disabled',
-        status: 'needs_input',
-        fields: missing,
-        message:
-          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
-          'and asking the user through a form is disabled. Call the tool again with values for these fields ' +
-          '(ask the user if you do not know them; do not invent them).',
-      });
-    }
-    if (elicit === undefined) {
-      return blocked(call, {
-        reason: 'elicitation_unsupported',
-        status: 'needs_input',
-        fields: missing,
-        message:
-          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
-          'and this client cannot show a form to ask the user. Ask the user for these values, then call the tool ' +
-          'again with them (do not invent them).',
-      });
-    }
-    const requestedProperties: Record<string, PrimitiveSchemaDefinition> = {};
-    const notPrimitive: string[] = [];
-    for (const name of missing) {
-      const field = formField(asObject(properties[name]), copy[name]);
-      if (field === undefined) notPrimitive.push(name);
-      else requestedProperties[name] = field;
-    }
-    if (notPrimitive.length > 0) {
-      return blocked(call, {
-        reason: 'required_fields_missing_or_empty',
-        status: 'needs_input',
-        fields: missing,
-        message:
-          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
-          `and ${fieldList(notPrimitive)} cannot be asked for in a form (only text, numbers and yes/no can). ` +
-          'Call the tool again with values for all of these fields.',
-      });
-    }
-
-    let answer: ElicitResult;
-    try {
-      answer = await elicit({
-        mode: 'form',
-        message:
-          toolPolicy?.elicit?.message ??
-          `The tool "${call.tool}" needs more information before it can run: ${missing.join(', ')}.`,
-        requestedSchema: { type: 'object', properties: requestedProperties, required: [...missing] },
-      });
-    } catch (error) {
-      if (isInputRequired(error)) throw error;
-      return blocked(call, {
-        reason: 'elicitation_failed',
-        status: 'failed',
-        fields: missing,
-        message:
-          `The call to "${call.tool}" was not made: asking the user for ${fieldList(missing)} failed ` +
-          `(${error instanceof Error ? error.message : 'unknown error'}). Ask the user for these values in the ` +
-          'conversation, then call the tool again with them.',
-      });
-    }
-    if (answer.action === 'decline') {
-      return blocked(call, {
-        reason: 'elicitation_declined',
-        status: 'declined',
-        fields: missing,
-        message:
-          `The user declined to provide ${fieldList(missing)}, so "${call.tool}" was not called. ` +
-          'Respect that: do not retry with invented values; ask the user how they want to proceed.',
-      });
-    }
-    if (answer.action === 'cancel') {
-      return blocked(call, {
-        reason: 'elicitation_cancelled',
-        status: 'cancelled',
-        fields: missing,
-        message:
-          `The user dismissed the form asking for ${fieldList(missing)}, so "${call.tool}" was not called. ` +
-          'Ask the user whether they still want to do this before trying again.',
-      });
-    }
-
-    // Merge only the keys we asked for; anything else in the answer is ignored.
-    const content = answer.content ?? {};
-    const merged: Record<string, unknown> = { ...args };
-    const elicited: string[] = [];
-    for (const name of missing) {
-      const value = content[name];
-      if (isPrimitiveValue(value) && !isMissing(value)) {
-        merged[name] = value;
-        elicited.push(name);
-      }
-    }
-    // Re-check: the form must have filled every missing field.
-    const stillMissing = required.filter((name) => isMissing(merged[name]));
-    if (stillMissing.length > 0) {
-      return blocked(call, {
-        reason: 'required_fields_missing_or_empty',
-        status: 'needs_input',
-        fields: stillMissing,
-        message:
-          `The call to "${call.tool}" was not made: the required field(s) ${fieldList(stillMissing)} are still ` +
-          'missing or empty after asking the user. Ask the user for these values, then call the tool again with them.',
-      });
-    }
-    return { kind: 'forward', arguments: merged, elicited };
+    const completed = await completeRequired(policy, toolPolicy, call, elicit);
+    if (completed.kind === 'blocked' || toolPolicy === undefined) return completed;
+    const clarified = toolPolicy.ambiguousIf
+      ? await clarify(policy, toolPolicy.ambiguousIf, call, completed, elicit)
+      : completed;
+    if (clarified.kind === 'blocked' || toolPolicy.confirmIf?.always !== true) return clarified;
+    return confirm(policy, call, clarified, elicit);
   };
+}
+
+/** The missing required fields of `call`, asked for through one form; see {@link elicitationMiddleware}. */
+async function completeRequired(
+  policy: ElicitationPolicy,
+  toolPolicy: ToolPolicy | undefined,
+  call: ElicitationCall,
+  elicit: Elicit | undefined,
+): Promise<ElicitationOutcome> {
+  const args = call.arguments ?? {};
+  const required = requiredFields(call, policy, toolPolicy);
+  const missing = required.filter((name) => isMissing(args[name]));
+  // Complete input is forwarded unchanged: the very object the client sent.
+  if (missing.length === 0) return { kind: 'forward', arguments: call.arguments, elicited: [] };
+
+  const properties = asObject(call.inputSchema?.properties) ?? {};
+  const copy = toolPolicy?.elicit?.fields ?? {};
+
+  // Step 1, sensitive check: a secret is never requested through a form, whatever else is missing.
+  if (policy.policies.sensitiveRequired.enabled) {
+    const secrets = missing.filter((name) => {
+      const property = asObject(properties[name]);
+      const title = asString(property?.title);
+      const description = asString(property?.description);
+      const format = asString(property?.format);
+      const field = {
+        name,
+        ...(title !== undefined && { title }),
+        ...(description !== undefined && { description }),
+        ...(format !== undefined && { format }),
+      };
+      return matchSecretMarker(field, policy.policies.sensitiveRequired) !== undefined;
+    });
+    if (secrets.length > 0) {
+      return blocked(call, {
+        reason: 'sensitive_required_field',
+        status: 'blocked',
+        fields: secrets,
+        message:
+          `The call to "${call.tool}" was blocked: the required field(s) ${fieldList(secrets)} look like secrets, ` +
+          'and this proxy never asks for secrets through a form. Do not ask the user to type a secret into the chat; ' +
+          "the secret belongs in the upstream server's own configuration (for example its environment). " +
+          'Call the tool again only with a value the user already provided for this purpose.',
+      });
+    }
+  }
+
+  // Step 2, required check: ask the human, if we may and can.
+  if (!policy.elicitation.enabled) {
+    return blocked(call, {
+      reason: 'elicitation_disabled',
+      status: 'needs_input',
+      fields: missing,
+      message:
+        `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+        'and asking the user through a form is disabled. Call the tool again with values for these fields ' +
+        '(ask the user if you do not know them; do not invent them).',
+    });
+  }
+  if (elicit === undefined) {
+    return blocked(call, {
+      reason: 'elicitation_unsupported',
+      status: 'needs_input',
+      fields: missing,
+      message:
+        `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+        'and this client cannot show a form to ask the user. Ask the user for these values, then call the tool ' +
+        'again with them (do not invent them).',
+    });
+  }
+  const requestedProperties: Record<string, PrimitiveSchemaDefinition> = {};
+  const notPrimitive: string[] = [];
+  for (const name of missing) {
+    const field = formField(asObject(properties[name]), copy[name]);
+    if (field === undefined) notPrimitive.push(name);
+    else requestedProperties[name] = field;
+  }
+  if (notPrimitive.length > 0) {
+    return blocked(call, {
+      reason: 'required_fields_missing_or_empty',
+      status: 'needs_input',
+      fields: missing,
+      message:
+        `The call to "${call.tool}" was not made: the required field(s) ${fieldList(missing)} are missing or empty, ` +
+        `and ${fieldList(notPrimitive)} cannot be asked for in a form (only text, numbers and yes/no can). ` +
+        'Call the tool again with values for all of these fields.',
+    });
+  }
+
+  const asked = await ask(
+    call,
+    elicit,
+    {
+      mode: 'form',
+      message:
+        toolPolicy?.elicit?.message ??
+        `The tool "${call.tool}" needs more information before it can run: ${missing.join(', ')}.`,
+      requestedSchema: { type: 'object', properties: requestedProperties, required: [...missing] },
+    },
+    { fields: missing, what: `for ${fieldList(missing)}` },
+  );
+  if (!('answer' in asked)) return asked;
+  const { answer } = asked;
+  if (answer.action === 'decline') {
+    return blocked(call, {
+      reason: 'elicitation_declined',
+      status: 'declined',
+      fields: missing,
+      message:
+        `The user declined to provide ${fieldList(missing)}, so "${call.tool}" was not called. ` +
+        'Respect that: do not retry with invented values; ask the user how they want to proceed.',
+    });
+  }
+  if (answer.action === 'cancel') {
+    return blocked(call, {
+      reason: 'elicitation_cancelled',
+      status: 'cancelled',
+      fields: missing,
+      message:
+        `The user dismissed the form asking for ${fieldList(missing)}, so "${call.tool}" was not called. ` +
+        'Ask the user whether they still want to do this before trying again.',
+    });
+  }
+
+  // Merge only the keys we asked for; anything else in the answer is ignored.
+  const content = answer.content ?? {};
+  const merged: Record<string, unknown> = { ...args };
+  const elicited: string[] = [];
+  for (const name of missing) {
+    const value = content[name];
+    if (isPrimitiveValue(value) && !isMissing(value)) {
+      merged[name] = value;
+      elicited.push(name);
+    }
+  }
+  // Re-check: the form must have filled every missing field.
+  const stillMissing = required.filter((name) => isMissing(merged[name]));
+  if (stillMissing.length > 0) {
+    return blocked(call, {
+      reason: 'required_fields_missing_or_empty',
+      status: 'needs_input',
+      fields: stillMissing,
+      message:
+        `The call to "${call.tool}" was not made: the required field(s) ${fieldList(stillMissing)} are still ` +
+        'missing or empty after asking the user. Ask the user for these values, then call the tool again with them.',
+    });
+  }
+  return { kind: 'forward', arguments: merged, elicited };
+}
+
+/** Asks through `elicit`; a failure (other than a held input round) is the call's `elicitation_failed`. */
+async function ask(
+  call: ElicitationCall,
+  elicit: Elicit,
+  params: ElicitRequestFormParams,
+  about: { readonly fields: readonly string[]; readonly what: string },
+): Promise<{ readonly answer: ElicitResult } | Extract<ElicitationOutcome, { kind: 'blocked' }>> {
+  try {
+    return { answer: await elicit(params) };
+  } catch (error) {
+    if (isInputRequired(error)) throw error;
+    return blocked(call, {
+      reason: 'elicitation_failed',
+      status: 'failed',
+      fields: about.fields,
+      message:
+        `The call to "${call.tool}" was not made: asking the user ${about.what} failed ` +
+        `(${error instanceof Error ? error.message : 'unknown error'}). Ask the user in the conversation instead, ` +
+        'then call the tool again with what they say.',
+    });
+  }
+}
+
+/** A value too vague for `rule`: a string shorter than its minimum (trimmed), or exactly a generic term. */
+function isVague(value: unknown, rule: NonNullable<ToolPolicy['ambiguousIf']>): boolean {
+  if (typeof value !== 'string') return false;
+  const trimmed = value.trim();
+  if (rule.queryMinLength !== undefined && trimmed.length < rule.queryMinLength) return true;
+  return rule.genericTerms.some((term) => term.trim().toLowerCase() === trimmed.toLowerCase());
+}
+
+/** `ambiguous_if`: a vague value of the rule's field is clarified by the person before forwarding. */
+async function clarify(
+  policy: ElicitationPolicy,
+  rule: NonNullable<ToolPolicy['ambiguousIf']>,
+  call: ElicitationCall,
+  completed: Extract<ElicitationOutcome, { kind: 'forward' }>,
+  elicit: Elicit | undefined,
+): Promise<ElicitationOutcome> {
+  const args = completed.arguments ?? {};
+  const { field } = rule;
+  if (!isVague(args[field], rule)) return completed;
+  const vague = (value: unknown) =>
+    blocked(call, {
+      reason: 'ambiguous_input',
+      status: 'needs_input',
+      fields: [field],
+      message:
+        `The call to "${call.tool}" was not made: ${shown(value)} is too vague for "${field}". ` +
+        'Ask the user what exactly they mean, then call the tool again with a more specific value (do not guess).',
+    });
+  if (!policy.elicitation.enabled || elicit === undefined) return vague(args[field]);
+  const asked = await ask(
+    call,
+    elicit,
+    {
+      mode: 'form',
+      message: `"${call.tool}" needs a more specific ${field} than ${shown(args[field])}. What exactly do you mean?`,
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          [field]: {
+            type: 'string',
+            title: field,
+            ...(rule.queryMinLength !== undefined && { minLength: rule.queryMinLength }),
+          },
+        },
+        required: [field],
+      },
+    },
+    { fields: [field], what: `to clarify "${field}"` },
+  );
+  if (!('answer' in asked)) return asked;
+  if (asked.answer.action !== 'accept') {
+    const declined = asked.answer.action === 'decline';
+    return blocked(call, {
+      reason: declined ? 'elicitation_declined' : 'elicitation_cancelled',
+      status: declined ? 'declined' : 'cancelled',
+      fields: [field],
+      message:
+        `The user ${declined ? 'declined to clarify' : 'dismissed the question about'} "${field}", so "${call.tool}" was not called. ` +
+        'Ask the user how they want to proceed; do not retry with a guessed value.',
+    });
+  }
+  const value = asked.answer.content?.[field];
+  if (typeof value !== 'string' || isMissing(value) || isVague(value, rule)) return vague(value);
+  return {
+    kind: 'forward',
+    arguments: { ...args, [field]: value },
+    elicited: [...new Set([...completed.elicited, field])],
+  };
+}
+
+/**
+ * Characters a person would not see as they are (controls, bidirectional and other format
+ * characters, line and paragraph separators), shown as escapes.
+ */
+const hiddenCharacter = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+/** A value as the person reads it: JSON, every hidden character escaped, so what is shown is what runs. */
+function shown(value: unknown): string {
+  return (JSON.stringify(value) ?? 'nothing').replace(
+    hiddenCharacter,
+    (character) => `\\u${(character.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`,
+  );
+}
+
+/**
+ * `confirm_if: {always: true}`: the person confirms, through a form, exactly the call that will be
+ * forwarded (tool and every argument). Only an explicit yes forwards it; a decline, a cancel, an
+ * unticked box, or a client that cannot show the form forwards nothing.
+ */
+async function confirm(
+  policy: ElicitationPolicy,
+  call: ElicitationCall,
+  completed: Extract<ElicitationOutcome, { kind: 'forward' }>,
+  elicit: Elicit | undefined,
+): Promise<ElicitationOutcome> {
+  if (!policy.elicitation.enabled || elicit === undefined) {
+    return blocked(call, {
+      reason: 'confirmation_unavailable',
+      status: 'blocked',
+      fields: [],
+      message:
+        `"${call.tool}" runs only after the user confirms the exact call, and ${policy.elicitation.enabled ? 'this client cannot show a confirmation form' : 'asking the user through a form is disabled'}, ` +
+        'so it was not called. Tell the user; do not try to reach the same effect another way.',
+    });
+  }
+  const args = completed.arguments ?? {};
+  const entered = new Set(completed.elicited);
+  const lines = Object.entries(args).map(
+    ([name, value]) => `  ${shown(name)}: ${shown(value)}${entered.has(name) ? ' (entered by you)' : ''}`,
+  );
+  const asked = await ask(
+    call,
+    elicit,
+    {
+      mode: 'form',
+      message: [
+        `Confirm before it runs: the agent asks to call ${shown(call.tool)}`,
+        lines.length > 0 ? `with these arguments (requested by the agent):\n${lines.join('\n')}` : 'with no arguments.',
+      ].join(' '),
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          confirm: {
+            type: 'boolean',
+            title: 'Run exactly this call',
+            description: 'Only a yes runs it; anything else runs nothing.',
+            default: false,
+          },
+        },
+        required: ['confirm'],
+      },
+    },
+    { fields: [], what: 'to confirm the call' },
+  );
+  if (!('answer' in asked)) return asked;
+  const { answer } = asked;
+  if (answer.action === 'accept' && answer.content?.confirm === true) return completed;
+  return blocked(call, {
+    reason: 'confirmation_declined',
+    status: answer.action === 'cancel' ? 'cancelled' : 'declined',
+    fields: [],
+    message:
+      `The user did not confirm the call to "${call.tool}", so it was not made. ` +
+      'Respect that: do not retry it or reach the same effect another way; ask the user how they want to proceed.',
+  });
 }

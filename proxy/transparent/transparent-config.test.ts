@@ -48,7 +48,7 @@ describe('parseTransparentConfig', () => {
           search: {
             required: ['query'],
             elicit: { message: 'What to search?', fields: { query: { type: 'string', description: 'Search terms' } } },
-            ambiguous_if: { query_min_length: 3, generic_terms: ['stuff'] },
+            ambiguous_if: { field: 'query', query_min_length: 3, generic_terms: ['stuff'] },
             confirm_if: { always: true },
           },
         },
@@ -59,7 +59,7 @@ describe('parseTransparentConfig', () => {
     expect(config.tools.search).toEqual({
       required: ['query'],
       elicit: { message: 'What to search?', fields: { query: { type: 'string', description: 'Search terms' } } },
-      ambiguousIf: { queryMinLength: 3, genericTerms: ['stuff'] },
+      ambiguousIf: { field: 'query', queryMinLength: 3, genericTerms: ['stuff'] },
       confirmIf: { always: true },
     });
   });

@@ -72,9 +72,17 @@ export interface ToolPolicy {
     readonly message?: string;
     readonly fields: Readonly<Record<string, ElicitFieldCopy>>;
   };
-  /** Parsed and kept; enforcement arrives with the identity work (SPEC §3.10, §5). */
-  readonly ambiguousIf?: { readonly queryMinLength?: number; readonly genericTerms: readonly string[] };
-  /** Parsed and kept; enforced later by a passkey-signed confirmation, never a typed "yes". */
+  /**
+   * Asks a clarifying question for `field` before forwarding when its value is too vague: a string
+   * shorter than `queryMinLength` (trimmed) or exactly one of `genericTerms` (case and surrounding
+   * space ignored).
+   */
+  readonly ambiguousIf?: {
+    readonly field: string;
+    readonly queryMinLength?: number;
+    readonly genericTerms: readonly string[];
+  };
+  /** `always`: the person confirms the exact call, through a form, before it is forwarded. */
   readonly confirmIf?: { readonly always: boolean };
 }
 
@@ -241,6 +249,7 @@ const toolSchema = mapping({
     fields: z.record(z.string(), fieldSchema).default({}),
   }).optional(),
   ambiguous_if: mapping({
+    field: text('the field to clarify'),
     query_min_length: z.number().int().nonnegative().optional(),
     generic_terms: list(text('a term'), 'terms').default([]),
   }).optional(),
@@ -327,6 +336,7 @@ function toToolPolicy(tool: FileConfig['tools'][string]): ToolPolicy {
     }),
     ...(tool.ambiguous_if !== undefined && {
       ambiguousIf: {
+        field: tool.ambiguous_if.field,
         ...(tool.ambiguous_if.query_min_length !== undefined && { queryMinLength: tool.ambiguous_if.query_min_length }),
         genericTerms: tool.ambiguous_if.generic_terms,
       },
