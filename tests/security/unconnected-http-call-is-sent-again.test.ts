@@ -10,7 +10,7 @@
  * seen its call refused.
  */
 import { createServer, type Server, Socket } from 'node:net';
-import type { Client } from '@modelcontextprotocol/client';
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectInMemory, type DownstreamSpec } from '../../proxy/index';
 import { startHttpFixture } from '../fixtures/http-fixture-server';
@@ -66,6 +66,12 @@ async function gate(target: () => { readonly port: number }) {
   return { url: () => `http://127.0.0.1:${port}/mcp`, open, shut };
 }
 
+/** The proxy's log line saying the call was refused, or, if the call answered first, what it answered. */
+function refusedFirst(logger: ReturnType<typeof waitableLogger>, pending: Promise<CallToolResult>): Promise<string> {
+  const answered = pending.then((result) => `answered before any refusal was logged: ${textOf(result)}`);
+  return Promise.race([logger.waitFor('server "fx": "echo" never connected'), answered]);
+}
+
 /** A search-mode session of a gateway in front of `spec` (named `fx`), with `fx__echo` found. */
 async function sessionFor(spec: DownstreamSpec) {
   const logger = waitableLogger();
@@ -86,7 +92,7 @@ describe('an HTTP call that never connected', () => {
     await port.shut();
 
     const pending = callTool(client, 'fx__echo', { message: 'after' });
-    await logger.waitFor('server "fx": "echo" never connected (ECONNREFUSED');
+    expect(await refusedFirst(logger, pending)).toMatch(/^server "fx": "echo" never connected \(ECONNREFUSED: /);
     await port.open();
 
     const after = await pending;
@@ -113,7 +119,7 @@ describe('an HTTP call that never connected', () => {
     current = restarted;
 
     const pending = callTool(client, 'fx__echo', { message: 'after' });
-    await logger.waitFor('server "fx": "echo" never connected (ECONNREFUSED');
+    expect(await refusedFirst(logger, pending)).toMatch(/^server "fx": "echo" never connected \(ECONNREFUSED: /);
     await port.open();
 
     const after = await pending;
