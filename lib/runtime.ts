@@ -414,11 +414,13 @@ function connectShopLater(options: {
 }
 
 /**
- * The shop over HTTP at `url`, spoken to in 2025-11-25 for now: the deploy harness's order after a
- * shop container restart does not complete over a 2026-07-28 connection (docs/protocol.md, Next).
+ * The shop over HTTP at `url`, in whichever version it offers (`protocol: auto`, the default:
+ * 2026-07-28 for this project's shop). After a shop container restarts, a call the proxy could not
+ * connect yet (the name `shop` still resolving) is sent once more rather than left in doubt
+ * (docs/protocol.md, downstream connections).
  */
 function shopOverHttp(url: string): DownstreamSpec {
-  return { kind: 'http', url, protocol: '2025-11-25' };
+  return { kind: 'http', url };
 }
 
 /** The shop as the operator configured it: over HTTP at `PIZZA_URL`, else a stdio child told the settlement DID. */

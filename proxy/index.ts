@@ -14,6 +14,7 @@ export { gatewayOptionsFromConfig } from './from-config';
 export {
   clampTopK,
   createGateway,
+  defaultConnectTimeoutMs,
   type EmbeddingOptions,
   type GatewayOptions,
   type Governance,

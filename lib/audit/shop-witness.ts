@@ -3,7 +3,9 @@ import type { CallToolResult } from '@modelcontextprotocol/client';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { compactVerify } from 'jose';
+import { Agent } from 'undici';
 import { z } from 'zod';
+import { defaultConnectTimeoutMs } from '../../proxy/index';
 import { AuditError } from './audit-error';
 import { parseJson } from './parse-json';
 import type { Witness, WitnessedCheckpoint, WitnessReceipt } from './witness';
@@ -68,15 +70,21 @@ const Countersigned = z.object({
  * The shop as the household's audit witness (SPEC §8, issue 26), reached from operator code over
  * the shop's own witness endpoint — never through the household's proxy, whose `pizza` server is the
  * shop's model-facing `/mcp` (or stdio child) and carries no witness tool. One MCP connection,
- * opened on first use and reopened after a fault.
+ * opened on first use and reopened after a fault. Over HTTP its connections time out as the
+ * proxy's downstreams do (30 s, the lookup of a restarted shop container's name included), not
+ * after undici's global 10 s.
  */
 export function createShopWitness(options: ShopWitnessOptions): Witness {
   let client: Promise<Client> | undefined;
+  const { endpoint } = options;
+  const agent = endpoint.kind === 'http' ? new Agent({ connect: { timeout: defaultConnectTimeoutMs } }) : undefined;
   const connect = async (): Promise<Client> => {
-    const { endpoint } = options;
     const transport =
       endpoint.kind === 'http'
-        ? new StreamableHTTPClientTransport(new URL(endpoint.url))
+        ? new StreamableHTTPClientTransport(new URL(endpoint.url), {
+            // Node's fetch takes the pool as `dispatcher`, which the RequestInit type does not declare.
+            fetch: (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit),
+          })
         : new StdioClientTransport({
             command: endpoint.command,
             args: [...endpoint.args],
@@ -154,6 +162,7 @@ export function createShopWitness(options: ShopWitnessOptions): Witness {
       const open = client;
       client = undefined;
       await open?.then((connected) => connected.close()).catch(() => undefined);
+      await agent?.destroy().catch(() => undefined);
     },
   };
 }

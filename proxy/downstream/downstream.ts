@@ -9,7 +9,7 @@ import {
   StreamableHTTPClientTransport,
 } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import type { Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { credentialRejected, mentionsAuthFailure, minutesSince } from '../credentials/credential-rejected';
 import {
   credentialedFetch,
@@ -55,7 +55,10 @@ export interface DownstreamOptions {
   readonly admission: Admission;
   /** Per-call timeout. */
   readonly callTimeoutMs: number;
-  /** Timeout for connecting and listing tools (a stdio child may take seconds to start). */
+  /**
+   * Timeout for connecting and listing tools (a stdio child may take seconds to start), and for
+   * each new TCP connection of an HTTP downstream, its DNS lookup included.
+   */
   readonly connectTimeoutMs: number;
   /** Called with the full tool list after every (re)connection and `list_changed`. */
   readonly onTools: (tools: Tool[]) => void;
@@ -68,7 +71,8 @@ export interface DownstreamOptions {
   readonly credentials?: (url: string) => PresentedCredential | undefined;
   /**
    * The HTTP connection pool to use (HTTP downstreams only): a runtime load gets one whose own
-   * lookup refuses private addresses (SPEC §3.4). Absent: the global one.
+   * lookup refuses private addresses (SPEC §3.4). Absent: the downstream's own, whose connect
+   * timeout is `connectTimeoutMs` (undici's global pool gives up after 10 s).
    */
   readonly dispatcher?: Dispatcher;
   /**
@@ -149,6 +153,41 @@ function mayHaveRun(error: unknown): boolean {
   return true;
 }
 
+/**
+ * Error codes of a connection that was never made: refused, no route, a name that did not resolve
+ * (for now or at all), and undici's connect timeout (which includes the DNS lookup). The request
+ * was never written to a socket, so the server cannot have run it.
+ */
+const unconnectedCodes: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/**
+ * The cause that shows a failed request never connected (`fetch failed` keeps it in `cause`, a
+ * failed attempt at each of a name's addresses in an AggregateError's `errors`), else `undefined`.
+ * Only a connect-phase code counts: a socket that broke after connecting may have carried the
+ * request, and that call stays in doubt.
+ */
+function unconnectedCause(error: unknown, depth = 0): (Error & { code: string }) | undefined {
+  if (!(error instanceof Error) || depth > 8) return undefined;
+  const { code } = error as { code?: unknown };
+  if (typeof code === 'string' && unconnectedCodes.has(code)) return error as Error & { code: string };
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    const causes = error.errors.map((inner) => unconnectedCause(inner, depth + 1));
+    // Every address refused: never connected. One that connected and broke: in doubt.
+    return causes.every((cause) => cause !== undefined) ? causes[0] : undefined;
+  }
+  return unconnectedCause(error.cause, depth + 1);
+}
+
+/** How long an unconnected call waits before it is sent once more: a restarting server's moment to listen. */
+const resendPauseMs = 1000;
+
 function describeRaw(error: unknown): string {
   if (ProxyError.isInstance(error)) return error.message;
   if (error instanceof Error) return error.message;
@@ -203,6 +242,12 @@ export class Downstream {
   readonly #verdicts: ProtocolVerdicts;
   /** The connection's change stream ended unexpectedly: re-opened (and the tools re-read) at the next call. */
   #watchLost = false;
+  /**
+   * This HTTP downstream's own connection pool, when its owner gave none: connections time out
+   * after `connectTimeoutMs`, not undici's global 10 s, because a name just re-registered (a
+   * restarted container) can take longer than that to resolve. Closed with the downstream.
+   */
+  #agent: Agent | undefined;
 
   constructor(options: DownstreamOptions) {
     this.name = options.name;
@@ -375,11 +420,13 @@ export class Downstream {
       }
       case 'http': {
         const lookup = this.#options.credentials;
-        const { dispatcher } = this.#options;
+        this.#agent ??= this.#options.dispatcher
+          ? undefined
+          : new Agent({ connect: { timeout: this.#options.connectTimeoutMs } });
+        const dispatcher = this.#options.dispatcher ?? this.#agent;
         // Node's fetch takes the pool as `dispatcher`, which the RequestInit type does not declare.
-        const fetchVia: typeof fetchWithoutRedirects = dispatcher
-          ? (input, init) => fetchWithoutRedirects(input, { ...init, dispatcher } as RequestInit)
-          : fetchWithoutRedirects;
+        const fetchVia: typeof fetchWithoutRedirects = (input, init) =>
+          fetchWithoutRedirects(input, { ...init, dispatcher } as RequestInit);
         if (!lookup) return new StreamableHTTPClientTransport(new URL(spec.url), { fetch: fetchVia });
         return new StreamableHTTPClientTransport(new URL(spec.url), {
           fetch: credentialedFetch({
@@ -448,6 +495,9 @@ export class Downstream {
    * have run (SPEC §3.2): it fails as `outcome-unknown`, and the next call restarts the child.
    * An HTTP server that refused the call for want of a session (it restarted) never ran it: the
    * session is opened afresh (and re-indexed) and the call sent once more, once (SPEC §3.11).
+   * An HTTP request that never connected (refused, no route, its name not resolved, the connect
+   * timed out) never ran either: it is sent once more after a pause, and if that does not connect
+   * either, the server is reported unavailable.
    */
   async call(tool: string, args: Record<string, unknown>, asker?: RelayTarget): Promise<CallToolResult> {
     const client = await this.connect();
@@ -456,12 +506,52 @@ export class Downstream {
       return await this.#callOnce(client, tool, args, asker);
     } catch (error) {
       if (isSessionGone(client, error)) return this.#callInNewSession(client, tool, args, asker);
+      const unconnected = unconnectedCause(error);
+      if (unconnected) return this.#callAfterUnconnected(client, { tool, args, asker }, unconnected);
       throw this.#callFailure(error, tool);
     }
   }
 
-  /** How a failed call is reported: in doubt when it may have run (never retried), else as what refused it. */
+  /**
+   * The call's request never reached the server (`cause` says why): sent once more after
+   * {@link resendPauseMs}. A second attempt that does not connect either makes the call fail as
+   * `downstream-unavailable`, never in doubt: it ran nowhere.
+   */
+  async #callAfterUnconnected(
+    client: AskingClient,
+    call: { readonly tool: string; readonly args: Record<string, unknown>; readonly asker: RelayTarget | undefined },
+    cause: Error & { code: string },
+  ): Promise<CallToolResult> {
+    const { tool, args, asker } = call;
+    this.#options.log(
+      `server "${this.name}": "${tool}" never connected (${cause.code}: ${this.#describe(cause)}); sending it again in ${resendPauseMs / 1000} s`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, resendPauseMs));
+    try {
+      return await this.#callOnce(client, tool, args, asker);
+    } catch (error) {
+      // The server came back without the session the first attempt was made in: that request never ran either.
+      if (isSessionGone(client, error)) return this.#callInNewSession(client, tool, args, asker);
+      throw this.#callFailure(error, tool);
+    }
+  }
+
+  /**
+   * How a failed call that is not sent again is reported: unavailable when it never connected,
+   * in doubt when it may have run (never retried), else as what refused it.
+   */
   #callFailure(error: unknown, tool: string): ProxyError {
+    const unconnected = unconnectedCause(error);
+    if (unconnected) {
+      this.#options.log(
+        `server "${this.name}": "${tool}" never connected (${unconnected.code}: ${this.#describe(unconnected)}); not sent again`,
+      );
+      return new ProxyError(
+        'downstream-unavailable',
+        `Server "${this.name}" could not be reached for "${tool}" (${unconnected.code}); the call was never sent, so it did not run. Try again later.`,
+        { cause: error },
+      );
+    }
     if (!mayHaveRun(error)) return this.#translate(error, tool);
     this.#options.log(`server "${this.name}": connection lost during "${tool}"; not retried`);
     return new ProxyError(
@@ -567,5 +657,6 @@ export class Downstream {
     // A connect stopped during its `server/discover` probe settles once the SDK has reaped the
     // probe's sibling process (issue 31): closed means no child of this server is left running.
     await connecting?.catch(() => undefined);
+    await this.#agent?.destroy().catch(() => undefined);
   }
 }

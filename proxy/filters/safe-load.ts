@@ -186,6 +186,8 @@ export function safeLoad(options: SafeLoadOptions = {}): LoadFilter {
 export interface SafeDispatcherOptions extends SafeLoadOptions {
   /** Told why a connection was refused (the transport's own error says only that fetch failed). */
   readonly onRefused?: (reason: string) => void;
+  /** How long a new connection may take to open, its lookup included; default undici's 10 s. */
+  readonly connectTimeoutMs?: number;
 }
 
 /**
@@ -216,7 +218,10 @@ export function safeLoadDispatcher(options: SafeDispatcherOptions = {}): Agent {
       (error: unknown) => callback(refuse(error), '', 0),
     );
   }) as LookupFunction;
-  const connector = buildConnector({ lookup });
+  const connector = buildConnector({
+    lookup,
+    ...(options.connectTimeoutMs !== undefined && { timeout: options.connectTimeoutMs }),
+  });
   return new Agent({
     connect(connectOptions, callback) {
       const host = connectOptions.hostname.replace(/^\[(.*)\]$/, '$1');

@@ -10,7 +10,7 @@ import { policyAugmenter } from '../policy/policy-augmenter';
 import { discoveryGate, listingGate } from './discovery-gate';
 import { scopeDigest } from './discovery-scope';
 import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
-import { createDispatch, type Dispatch } from './dispatch';
+import { createDispatch, type Dispatch, defaultConnectTimeoutMs } from './dispatch';
 import { createLoad } from './load';
 import { createRegistry } from './registry';
 import { type PipelineReporter, runCallPipeline, runResponsePipeline } from './run-pipelines';
@@ -27,7 +27,7 @@ import type {
   SearchFilter,
 } from './types';
 
-export { outcomeMetaKey } from './dispatch';
+export { defaultConnectTimeoutMs, outcomeMetaKey } from './dispatch';
 export { clampTopK, type EmbeddingOptions } from './search';
 
 /** A tool implemented by the host, searched and called through the same pipelines as any other (SPEC §3.8). */
@@ -257,6 +257,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
     reporter,
     filters: () => pipelines.load,
     log,
+    connectTimeoutMs: options.connectTimeoutMs ?? defaultConnectTimeoutMs,
     ...(options.allowLocalhostLoads !== undefined && { allowLocalhostLoads: options.allowLocalhostLoads }),
     ...(options.loadResolver && { loadResolver: options.loadResolver }),
   });

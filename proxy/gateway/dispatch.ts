@@ -11,6 +11,13 @@ import type { CallContext, CallRequest, DispatchOutcome, DownstreamSpec } from '
  */
 export const outcomeMetaKey = 'io.extensible-mcp/outcome';
 
+/**
+ * How long a downstream may take to connect and list its tools, and each new HTTP connection to
+ * open, its DNS lookup included: 30 s, since a name just re-registered (a restarted container) can
+ * take 5–15 s to resolve, longer than undici's own 10 s default.
+ */
+export const defaultConnectTimeoutMs = 30_000;
+
 /** Options of {@link createDispatch}. */
 export interface DispatchOptions {
   /** The registry: the local tools, the connections, and the operator's URL for each name. */
@@ -40,7 +47,7 @@ export interface Dispatch {
 export function createDispatch(options: DispatchOptions): Dispatch {
   const { registry, logger } = options;
   const callTimeoutMs = options.callTimeoutMs ?? 60_000;
-  const connectTimeoutMs = options.connectTimeoutMs ?? 30_000;
+  const connectTimeoutMs = options.connectTimeoutMs ?? defaultConnectTimeoutMs;
   const lookup = options.credentials;
 
   return {

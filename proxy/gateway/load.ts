@@ -19,6 +19,8 @@ export interface LoadOptions {
   readonly allowLocalhostLoads?: boolean;
   /** Resolves host names for runtime loads only (default: the system resolver). */
   readonly loadResolver?: LoadResolver;
+  /** How long a loaded server's new connection may take to open, its lookup included. */
+  readonly connectTimeoutMs: number;
 }
 
 /** `load_mcp_server` as the gateway runs it. */
@@ -87,6 +89,7 @@ export function createLoad(options: LoadOptions): Load {
         ? undefined
         : safeLoadDispatcher({
             ...safeLoadOptions,
+            connectTimeoutMs: options.connectTimeoutMs,
             onRefused: (reason) => {
               refused = reason;
               log(`server "${name}": connection refused: ${reason}`);
