@@ -1,6 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
-import { type AccessControlOptions, accessControl } from '../filters/access-control';
+import { type AccessControlOptions, accessControl, accessPredicate } from '../filters/access-control';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
 import type { LoadResolver } from '../filters/safe-load';
 import { similarityThreshold } from '../filters/similarity-threshold';
@@ -199,13 +199,19 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
     : undefined;
   /**
    * A held tool (SPEC §3.13) is not indexed, so the discovery gate would refuse it as undiscovered;
-   * this filter, just before it, refuses it naming the operator's pending review instead. A
-   * transparent face's calls are checked against its own listing.
+   * this filter, just before it, refuses it naming the operator's pending review instead, unless
+   * access control hides the tool's server (then it is refused as any unknown name, so a hidden
+   * server's held tools are not revealed). A transparent face's calls are checked against its own
+   * listing.
    */
-  const heldTools: CallFilter = function toolPins(request, context) {
-    const refusal = context.listing === undefined ? pins?.refusal(request.tool) : undefined;
-    return refusal === undefined ? { decision: 'allow' } : { decision: 'deny', reason: refusal };
-  };
+  function heldTools(filters: FilterOptions): CallFilter {
+    const visible = accessPredicate(filters.accessControl ?? {});
+    return function toolPins(request, context) {
+      const held = context.listing === undefined ? pins?.refusal(request.tool) : undefined;
+      if (held === undefined || !visible(request.tool, held.server)) return { decision: 'allow' };
+      return { decision: 'deny', reason: held.reason };
+    };
+  }
 
   // The four pipelines, in the order of SPEC §3.6. This is the only place that knows it.
   const governance = options.governance;
@@ -232,7 +238,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       ] as SearchFilter[],
       call: [
         access.call,
-        ...(pins ? [heldTools] : []),
+        ...(pins ? [heldTools(filters)] : []),
         discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),

@@ -40,13 +40,16 @@ describe('pin admission', () => {
     expect(lines).toEqual(['server "shop": first listing, 2 tools pinned']);
     await admission.list('shop', [changed, echo]);
     expect(indexed.get('shop')).toEqual(['echo']);
-    expect(admission.refusal('shop__lookup')).toMatch(/"shop__lookup" changed and is held/);
+    expect(admission.refusal('shop__lookup')).toEqual({
+      server: 'shop',
+      reason: expect.stringMatching(/"shop__lookup" changed and is held/),
+    });
     expect(admission.refusal('shop__echo')).toBeUndefined();
     expect(events.map((event) => [event.pipeline, event.filter, event.tool, event.held?.reason])).toEqual([
       ['listing', 'toolPins', 'shop__lookup', 'changed'],
     ]);
     // The refusal never carries the held text.
-    expect(admission.refusal('shop__lookup')).not.toContain('Ignore previous');
+    expect(admission.refusal('shop__lookup')?.reason).not.toContain('Ignore previous');
   });
 
   it('admits a server again against the store as it is now, after the operator accepted', async () => {

@@ -21,8 +21,8 @@ export interface PinAdmission {
   readmit(): Promise<void>;
   /** Forgets a server that left: its last listing and what it held. */
   remove(server: string): void;
-  /** The refusal of a call to `tool` (a qualified name) while it is held, else `undefined`. */
-  refusal(tool: string): string | undefined;
+  /** The refusal of a call to `tool` (a qualified name) while it is held, and its server; else `undefined`. */
+  refusal(tool: string): { readonly server: string; readonly reason: string } | undefined;
 }
 
 /** The model-facing refusal of a held tool: it names the review, never the held definition. */
@@ -137,9 +137,9 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
     },
 
     refusal(tool) {
-      for (const refusals of held.values()) {
-        const refusal = refusals.get(tool);
-        if (refusal !== undefined) return refusal;
+      for (const [server, refusals] of held) {
+        const reason = refusals.get(tool);
+        if (reason !== undefined) return { server, reason };
       }
       return undefined;
     },
