@@ -356,6 +356,10 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       await search.close();
     },
 
+    readmitPins: async () => {
+      await pins?.readmit();
+    },
+
     async reconfigure(next) {
       // Filters first: a bad pattern throws here and nothing has changed yet.
       pipelines = assemble(next);

@@ -307,6 +307,12 @@ export interface Gateway {
    * Never reachable from a model.
    */
   reconfigure(next: Reconfiguration): Promise<ReconfigureReport>;
+  /**
+   * Operator-only (SIGHUP after `pins accept`/`reject`): checks every connected server's last
+   * listing against the pin store as it is now (SPEC §3.13); `reconfigure` does it too. Nothing
+   * without a pin store. Never reachable from a model.
+   */
+  readmitPins(): Promise<void>;
   /** How search ranks right now. */
   readonly searchMode: SearchMode;
   /** Resolves once the model has loaded (or failed to) and every indexed tool is embedded. */
