@@ -104,4 +104,31 @@ describe('the household event bus', () => {
       data: { principal: 'chat:abc' },
     });
   });
+
+  it('turns a held tool into a tool-held event naming what moved and both hashes', () => {
+    const at = '2026-01-01T00:00:00.000Z';
+    const held = fromProxyEvent({
+      ts: at,
+      principal: 'operator',
+      scope: 'none',
+      pipeline: 'listing',
+      filter: 'toolPins',
+      tool: 'shop__order',
+      decision: 'deny',
+      reason: 'tool-held: changed',
+      durationUs: 0,
+      held: {
+        server: 'shop',
+        tool: 'order',
+        reason: 'changed',
+        diff: [{ path: '/description', change: 'changed' }],
+        hashes: { pinned: 'a'.repeat(64), listed: 'b'.repeat(64) },
+      },
+    });
+    expect(HouseholdEvent.parse({ at, ...held })).toMatchObject({
+      kind: 'tool-held',
+      outcome: 'deny',
+      data: { server: 'shop', tool: 'order', reason: 'changed', changed: ['/description'], pinned: 'a'.repeat(64) },
+    });
+  });
 });

@@ -95,6 +95,24 @@ export function createEventBus(options: { readonly onInvalid?: (error: Error) =>
 
 /** A proxy decision as a household event. */
 export function fromProxyEvent(event: ProxyEvent): Omit<HouseholdEvent, 'at'> {
+  // A tool held for the operator's review (SPEC §3.13): the live log shows what moved and both hashes.
+  if (event.held !== undefined) {
+    const { server, tool, reason, diff, hashes } = event.held;
+    return {
+      source: 'proxy',
+      kind: 'tool-held',
+      outcome: 'deny',
+      message: `tool ${JSON.stringify(tool.slice(0, 200))} of server "${server}" held (${reason}) for the operator's review`,
+      data: {
+        server,
+        tool: tool.slice(0, 2000),
+        reason,
+        changed: diff.map((change) => change.path.slice(0, 200)),
+        listed: hashes.listed,
+        ...(hashes.pinned !== undefined && { pinned: hashes.pinned }),
+      },
+    };
+  }
   const outcome =
     event.decision === 'allow' || event.decision === 'deny' || event.decision === 'error' ? event.decision : 'info';
   return {

@@ -110,6 +110,8 @@ const configSchema = z.strictObject({
   }),
   filters: filtersSchema.default({}),
   search: searchSchema.default({ model: 'minilm', vector_cache: true }),
+  /** A `pins` file (relative to the config's folder) fixing tool definitions ahead of first use (docs/pinning.md). */
+  pins: nonBlank.optional(),
 });
 
 /** A stdio downstream as configured. */
@@ -130,6 +132,8 @@ export interface ProxyConfig {
   readonly servers: Readonly<Record<string, ServerConfig>>;
   readonly filters: FiltersConfig;
   readonly search: SearchConfig;
+  /** Absolute path of the `pins` file, when the config names one (docs/pinning.md). */
+  readonly pins?: string;
 }
 
 /** Where the config file is looked for when no `--config` is given (SPEC §3.1), in order. */
@@ -206,5 +210,6 @@ export function loadConfig(path: string, environment: Readonly<Record<string, st
     servers,
     filters: rego_policy === undefined ? filters : { ...filters, rego_policy: resolve(folder, rego_policy) },
     search: parsed.data.search,
+    ...(parsed.data.pins !== undefined && { pins: resolve(folder, parsed.data.pins) }),
   };
 }

@@ -71,6 +71,7 @@ export type {
   SearchResult,
   ServerFacts,
   StartReport,
+  ToolHeldFacts,
 } from './gateway/types';
 export {
   createHttpHandler,
@@ -83,6 +84,16 @@ export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serv
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
 export { nameSeparator, qualifyName } from './names';
+export {
+  createSqlitePinStore,
+  type HeldDefinition,
+  type HoldReason,
+  openSqlitePinStore,
+  type PinStatus,
+  type PinStore,
+  pinDefinition,
+  pinStoreMigrations,
+} from './pins/index';
 export {
   createHostBuiltins,
   createRouteResolver,

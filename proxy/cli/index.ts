@@ -1,5 +1,5 @@
 /**
- * The command-line entry: `extensible-mcp`, `mcp-elicitation-proxy`, `add-server`, the pid file
+ * The command-line entry: `extensible-mcp`, `mcp-elicitation-proxy`, `add-server`, `pins`, the pid file
  * and live reload. The composition root of the CLI process; not part of the library entry.
  */
 export { type AddServerIo, addServerToConfig, runAddServer, type Verification, verifyServer } from './add-server';
@@ -14,4 +14,5 @@ export {
 } from './pid-file';
 export { type ReloadReport, reloadServers } from './reload-servers';
 export { runCli } from './run-cli';
+export { PINS_EXIT, type PinsIo, pinsHelp, type RunPinsOptions, runPins } from './run-pins';
 export { runTransparentCli, TRANSPARENT_EXIT, type TransparentCliIo } from './run-transparent-cli';

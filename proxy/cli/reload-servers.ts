@@ -31,7 +31,9 @@ const unchanged: ReloadReport = { applied: false, added: [], repointed: [], remo
  * issue 18): new servers are admitted, servers whose command, arguments, environment or URL
  * changed are re-pointed, removed ones dropped, and the filters (`access_control`,
  * `similarity_threshold`, `load_control`, `rego_policy`) rebuilt for the next request. A config
- * that no longer loads or compiles keeps the running one, and the log says why.
+ * that no longer loads or compiles keeps the running one, and the log says why. Either way every
+ * connected server's last listing is checked against the pin store again (an operator's `pins
+ * accept` signals this reload).
  */
 export async function reloadServers(options: ReloadServersOptions): Promise<ReloadReport> {
   const { gateway, log } = options;
@@ -53,6 +55,8 @@ export async function reloadServers(options: ReloadServersOptions): Promise<Relo
     };
     next = { ...filters, servers: mapped.servers ?? {} };
   } catch (error) {
+    // The pin store may have changed (`pins accept`) whatever the config says: check the listings again.
+    await gateway.readmitPins();
     log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
     return unchanged;
   }
@@ -60,6 +64,7 @@ export async function reloadServers(options: ReloadServersOptions): Promise<Relo
   try {
     report = await gateway.reconfigure(next);
   } catch (error) {
+    await gateway.readmitPins();
     log(`reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`);
     return unchanged;
   }

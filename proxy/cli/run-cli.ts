@@ -12,15 +12,17 @@ import type { Gateway } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveHttp } from '../http/serve-http';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
+import { type PinStore, readPinsFile, seedPins } from '../pins/index';
 import { regoPolicyFilter } from '../policy/index';
 import { runAddServer } from './add-server';
 import { readProxyEnv } from './env';
 import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { reloadServers } from './reload-servers';
+import { runPins } from './run-pins';
 import { runTransparentCli } from './run-transparent-cli';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
-import { describeStore, openDiscoveryStore, openInputRounds, parseStoreUrl } from './store-url';
+import { describeStore, openDiscoveryStore, openInputRounds, openPinStore, parseStoreUrl } from './store-url';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -30,6 +32,9 @@ Usage:
                                        Transparent mode (mcp-elicitation-proxy config;
                                        see mcp-elicitation-proxy --help)
   extensible-mcp add-server --name N --url U (--token-stdin | --token T) [--config FILE]
+  extensible-mcp pins list | diff <server> [tool] | accept <server> (<tool> | --all) | reject <server> [tool]
+                                       Review tool definitions held for the operator
+                                       (see extensible-mcp pins --help)
 
 Serves three meta-tools (search_tools, call_tool, load_mcp_server) over stdio (default) or
 Streamable HTTP at /mcp, in front of the MCP servers named in the config file.
@@ -50,8 +55,9 @@ Options:
   --max-sessions N     HTTP sessions (2025-11-25 clients) open at once, also per client address
                        (default 100 in all, 25 per address); a new one closes the least recently used
                        idle session, or is refused while every session is busy.
-  --store URL          Where discovery scopes are kept: sqlite:FILE (shared by proxies on one
-                       file) or memory:. Default: sqlite:proxy.sqlite beside the config.
+  --store URL          Where discovery scopes and tool pins are kept: sqlite:FILE (shared by
+                       proxies on one file) or memory: (pins then last for the process only).
+                       Default: sqlite:proxy.sqlite beside the config.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
   --allow-localhost-loads  Let load_mcp_server reach http://localhost and loopback addresses (as
                        "load_control": {"allow_localhost": true} does); off by default. Read at start.
@@ -81,6 +87,12 @@ Reload: SIGHUP makes it re-read the config and apply all of it in place: new ser
 connected, servers whose command, args, env or URL changed are re-pointed (calls in flight
 finish on the old connection), removed servers are dropped, and the filters are rebuilt for the
 next request. A config that no longer loads keeps the running one; the log says why.
+
+Tool pinning: the first listing of each server is pinned in the store (every definition, hashed).
+A later definition that differs, or a tool name new to that server, is held: not searchable, not
+callable, named in the log, until the operator accepts it with extensible-mcp pins accept. A
+"pins" file in the config fixes hashes ahead of first use. SIGHUP also re-checks every connected
+server's last listing against the store.
 
 Server requests: downstreams are shared, so the proxy declares form elicitation, sampling and
 roots to them. A downstream's request made during a call_tool goes to that call's session; one
@@ -228,6 +240,13 @@ export async function runCli(argv: string[]): Promise<number> {
       },
     });
   }
+  if (argv[0] === 'pins') {
+    return runPins({
+      argv: argv.slice(1),
+      env: readProxyEnv(),
+      io: { out: (line) => process.stdout.write(`${line}\n`), err: (line) => process.stderr.write(`${line}\n`) },
+    });
+  }
   if (transparentConfigFlag(argv)) return runTransparentCli(argv);
   let parsed: ReturnType<typeof parseCliArgs>;
   try {
@@ -255,6 +274,7 @@ export async function runCli(argv: string[]): Promise<number> {
   let configPath: string;
   let running: Gateway;
   let discoveryStore: DiscoveryStore | undefined;
+  let pinStore: PinStore | undefined;
   let inputRounds: ReturnType<typeof openInputRounds> | undefined;
   let inboundTokens: readonly InboundToken[] | undefined;
   try {
@@ -292,8 +312,18 @@ export async function runCli(argv: string[]): Promise<number> {
     const store = parseStoreUrl(values.store, path);
     discoveryStore = openDiscoveryStore(store);
     inputRounds = openInputRounds(store);
+    pinStore = openPinStore(store);
     logLine(`store: ${describeStore(store)}`);
-    gatewayOptions = { ...gatewayOptions, discoveryStore };
+    if (store.kind === 'memory') {
+      logLine('pins: memory: tool pins live for this process only; every start trusts the first listings again');
+    }
+    if (config.pins !== undefined) {
+      const seeded = await seedPins(pinStore, readPinsFile(config.pins));
+      logLine(
+        `pins file: ${config.pins} (${seeded.seeded.length} servers fixed ahead of first use${seeded.known.length ? `; already pinned in the store, kept: ${seeded.known.join(', ')}` : ''})`,
+      );
+    }
+    gatewayOptions = { ...gatewayOptions, discoveryStore, pinStore };
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) gatewayOptions = { ...gatewayOptions, regoPolicy: await compileRego(regoPath) };
     // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
@@ -301,14 +331,17 @@ export async function runCli(argv: string[]): Promise<number> {
     running = createGateway(gatewayOptions);
   } catch (error) {
     await discoveryStore?.close();
+    await pinStore?.close();
     await inputRounds?.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
   const openedStore = discoveryStore;
+  const openedPins = pinStore;
   const { rounds, close: closeRounds } = inputRounds as NonNullable<typeof inputRounds>;
   const closeStores = async () => {
     await openedStore.close();
+    await openedPins.close();
     await closeRounds();
   };
 

@@ -5,9 +5,11 @@ import { ProxyError } from '../errors';
 import { type DiscoveryStore, memoryDiscoveryStore } from '../gateway/discovery-store';
 import { openSqliteDiscoveryStore } from '../gateway/sqlite-discovery-store';
 import { createInputRounds, type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
+import { openSqlitePinStore } from '../pins/sqlite-pin-store';
+import type { PinStore } from '../pins/types';
 import { openSqliteSpentLedger } from '../store/spent-ledger';
 
-/** Where the CLI keeps its state (`--store`): discovery scopes now, tool pins and evidence later. */
+/** Where the CLI keeps its state (`--store`): discovery scopes, tool pins, spent request states. */
 export type StoreLocation = { readonly kind: 'sqlite'; readonly path: string } | { readonly kind: 'memory' };
 
 /**
@@ -30,6 +32,15 @@ export function parseStoreUrl(value: string | undefined, configPath: string): St
 /** Opens the discovery store at `location`; the caller closes it after the gateway. */
 export function openDiscoveryStore(location: StoreLocation): DiscoveryStore {
   return location.kind === 'memory' ? memoryDiscoveryStore() : openSqliteDiscoveryStore({ path: location.path });
+}
+
+/**
+ * Opens the pin store (SPEC §3.13) at `location`: the same SQLite file as the discovery store, or
+ * for `memory:` a store that ends with the process (every start then trusts first listings
+ * again, and the CLI says so). The caller closes it after the gateway.
+ */
+export function openPinStore(location: StoreLocation): PinStore {
+  return openSqlitePinStore({ path: location.kind === 'memory' ? ':memory:' : location.path });
 }
 
 /** How the log names a store location. */

@@ -60,8 +60,11 @@ export interface DownstreamOptions {
    * each new TCP connection of an HTTP downstream, its DNS lookup included.
    */
   readonly connectTimeoutMs: number;
-  /** Called with the full tool list after every (re)connection and `list_changed`. */
-  readonly onTools: (tools: Tool[]) => void;
+  /**
+   * Called with the full tool list after every (re)connection and `list_changed`, and awaited: the
+   * owner checks the listing (its pins) before the connection counts as made.
+   */
+  readonly onTools: (tools: Tool[]) => void | Promise<void>;
   readonly log: (line: string) => void;
   /**
    * The credential for a request to `url` (HTTP downstreams only), asked on every request so a
@@ -311,7 +314,7 @@ export class Downstream {
     };
     client.setNotificationHandler('notifications/tools/list_changed', async () => {
       try {
-        this.#options.onTools(await this.#listTools(client));
+        await this.#options.onTools(await this.#listTools(client));
         this.#options.log(`server "${this.name}": tool list changed, re-indexed`);
       } catch (error) {
         this.#options.log(`server "${this.name}": re-listing tools failed: ${this.#describe(error)}`);
@@ -332,7 +335,7 @@ export class Downstream {
       this.#options.log(
         `server "${this.name}": connected, MCP ${client.getNegotiatedProtocolVersion() ?? 'version unknown'}${prior ? ' (as its first start negotiated)' : ''}`,
       );
-      this.#options.onTools(tools);
+      await this.#options.onTools(tools);
       return client;
     } catch (raw) {
       await client.close().catch(() => undefined);
@@ -394,7 +397,7 @@ export class Downstream {
     try {
       await this.#watchToolList(client);
       if (this.#client !== client) return;
-      this.#options.onTools(await this.#listTools(client));
+      await this.#options.onTools(await this.#listTools(client));
       this.#options.log(`server "${this.name}": change stream re-opened, tools re-read`);
     } catch (error) {
       this.#options.log(`server "${this.name}": re-listing tools failed: ${this.#describe(error)}`);

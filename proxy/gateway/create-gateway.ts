@@ -1,9 +1,10 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
-import { type AccessControlOptions, accessControl } from '../filters/access-control';
+import { type AccessControlOptions, accessControl, accessPredicate } from '../filters/access-control';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
 import type { LoadResolver } from '../filters/safe-load';
 import { similarityThreshold } from '../filters/similarity-threshold';
+import type { PinStore } from '../pins/types';
 import { bundleRouter, type RouteResolver } from '../policy/bundle-router';
 import type { PolicyBundle } from '../policy/load-bundle';
 import { policyAugmenter } from '../policy/policy-augmenter';
@@ -12,6 +13,7 @@ import { scopeDigest } from './discovery-scope';
 import { type DiscoveryStore, memoryDiscoveryStore } from './discovery-store';
 import { createDispatch, type Dispatch, defaultConnectTimeoutMs } from './dispatch';
 import { createLoad } from './load';
+import { createPinAdmission, type PinAdmission } from './pin-admission';
 import { createRegistry } from './registry';
 import { type PipelineReporter, runCallPipeline, runResponsePipeline } from './run-pipelines';
 import { createSearch, type EmbeddingOptions, type Search } from './search';
@@ -84,6 +86,12 @@ export interface GatewayOptions {
   /** Default: the staged model if present, else lexical-only with one log line. */
   readonly embeddings?: EmbeddingOptions;
   readonly discoveryStore?: DiscoveryStore;
+  /**
+   * Where tool definitions are pinned (SPEC §3.13, docs/pinning.md). When set, every listing of
+   * every server (configured or loaded at runtime) is checked against it before the index, and a
+   * changed or new definition is held until the operator accepts it. The owner closes it.
+   */
+  readonly pinStore?: PinStore;
   /** Per-call downstream timeout; default 60 s. */
   readonly callTimeoutMs?: number;
   /** Timeout for connecting to a downstream and listing its tools; default 30 s. */
@@ -172,11 +180,38 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
     ...(options.startGraceMs !== undefined && { startGraceMs: options.startGraceMs }),
     reach: (name, spec) => dispatch.reach(name, spec),
     catalog: {
-      list: (server, tools) => search.list(server, tools),
-      remove: (server) => search.remove(server),
+      // The raw listing: pins are checked before anything (an augmenter, stamping) touches it.
+      list: (server, tools) => (pins ? pins.list(server, tools) : search.list(server, tools)),
+      remove: (server) => {
+        pins?.remove(server);
+        search.remove(server);
+      },
       count: (server) => search.count(server),
     },
   });
+  const pins: PinAdmission | undefined = options.pinStore
+    ? createPinAdmission({
+        store: options.pinStore,
+        index: (server, tools) => search.list(server, tools),
+        log,
+        emit,
+      })
+    : undefined;
+  /**
+   * A held tool (SPEC §3.13) is not indexed, so the discovery gate would refuse it as undiscovered;
+   * this filter, just before it, refuses it naming the operator's pending review instead, unless
+   * access control hides the tool's server (then it is refused as any unknown name, so a hidden
+   * server's held tools are not revealed). A transparent face's calls are checked against its own
+   * listing.
+   */
+  function heldTools(filters: FilterOptions): CallFilter {
+    const visible = accessPredicate(filters.accessControl ?? {});
+    return function toolPins(request, context) {
+      const held = context.listing === undefined ? pins?.refusal(request.tool) : undefined;
+      if (held === undefined || !visible(request.tool, held.server)) return { decision: 'allow' };
+      return { decision: 'deny', reason: held.reason };
+    };
+  }
 
   // The four pipelines, in the order of SPEC §3.6. This is the only place that knows it.
   const governance = options.governance;
@@ -203,6 +238,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       ] as SearchFilter[],
       call: [
         access.call,
+        ...(pins ? [heldTools(filters)] : []),
         discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),
@@ -321,10 +357,18 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       await search.close();
     },
 
+    readmitPins: async () => {
+      await pins?.readmit();
+    },
+
     async reconfigure(next) {
       // Filters first: a bad pattern throws here and nothing has changed yet.
       pipelines = assemble(next);
-      return registry.reconfigure(next.servers);
+      const report = await registry.reconfigure(next.servers);
+      // Every connected server's last listing is checked again against the store as it is now:
+      // a definition the operator accepted since becomes searchable and callable, without a reconnect.
+      await pins?.readmit();
+      return report;
     },
   };
 }

@@ -17,7 +17,8 @@ export type Reach = Pick<DownstreamOptions, 'callTimeoutMs' | 'connectTimeoutMs'
 
 /** The index's side of a server's life: what it lists, its removal, how many of its tools are indexed. */
 export interface Catalog {
-  list(server: string, tools: readonly Tool[]): void;
+  /** Checks a listing (its pins) and indexes what it admits; awaited before a connection counts as made. */
+  list(server: string, tools: readonly Tool[]): void | Promise<void>;
   remove(server: string): void;
   count(server: string): number;
 }

@@ -7,6 +7,7 @@ import type {
   Tool,
   Transport,
 } from '@modelcontextprotocol/server';
+import type { DefinitionChange, HoldReason } from '../pins/types';
 import type { Reconfiguration, ReconfigureReport } from './create-gateway';
 
 /**
@@ -214,8 +215,23 @@ export type LoadResult =
   | { readonly loaded: true; readonly server: string; readonly tools: number }
   | { readonly loaded: false; readonly reason: string };
 
-/** The four pipelines, each an ordered list of filters. */
-export type PipelineName = 'search' | 'call' | 'response' | 'load';
+/**
+ * The four pipelines, each an ordered list of filters, and `listing`: the pin check every server's
+ * listing goes through before the index (SPEC §3.13).
+ */
+export type PipelineName = 'search' | 'call' | 'response' | 'load' | 'listing';
+
+/** What a `tool-held` event carries (SPEC §3.13): a listed tool kept out of the index for the operator's review. */
+export interface ToolHeldFacts {
+  readonly server: string;
+  /** The tool's name as the server listed it. */
+  readonly tool: string;
+  readonly reason: HoldReason;
+  /** The field-level diff against the pin: empty for a `new` tool. */
+  readonly diff: readonly DefinitionChange[];
+  /** The pinned hash (absent for a `new` tool) and the listed one. */
+  readonly hashes: { readonly pinned?: string; readonly listed: string };
+}
 
 /** One structured event per decision (SPEC §3.6). */
 export interface ProxyEvent {
@@ -233,6 +249,8 @@ export interface ProxyEvent {
   readonly decision: 'allow' | 'deny' | 'rewrite' | 'flag' | 'ask' | 'error';
   readonly reason?: string;
   readonly durationUs: number;
+  /** Set on a `tool-held` event (pipeline `listing`): which tool was held, why, and what moved. */
+  readonly held?: ToolHeldFacts;
 }
 
 /** Receives every decision. It must not throw; if it does, the error is logged and ignored. */
@@ -289,6 +307,12 @@ export interface Gateway {
    * Never reachable from a model.
    */
   reconfigure(next: Reconfiguration): Promise<ReconfigureReport>;
+  /**
+   * Operator-only (SIGHUP after `pins accept`/`reject`): checks every connected server's last
+   * listing against the pin store as it is now (SPEC §3.13); `reconfigure` does it too. Nothing
+   * without a pin store. Never reachable from a model.
+   */
+  readmitPins(): Promise<void>;
   /** How search ranks right now. */
   readonly searchMode: SearchMode;
   /** Resolves once the model has loaded (or failed to) and every indexed tool is embedded. */

@@ -3,6 +3,7 @@
 export { type AdmitOptions, admit } from './admit';
 export { diffDefinitions } from './diff-definitions';
 export { type PinnedForm, pinDefinition } from './pin-definition';
+export { type PinsFile, readPinsFile, type SeedReport, seedPins } from './pins-file';
 export {
   createSqlitePinStore,
   openSqlitePinStore,

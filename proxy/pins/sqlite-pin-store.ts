@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { ProxyError } from '../errors';
 import { safeJsonParse } from '../policy/safe-json';
 import { type Migration, openStoreFile, prepareStatements } from '../store/apply-migrations';
 import type {

@@ -58,10 +58,10 @@ describe('the public entry proxy/index.ts', () => {
     }
   });
 
-  it('a gateway offers exactly search, call, load, admit, reconfigure, start, close, ready and searchMode', async () => {
+  it('a gateway offers exactly search, call, load, admit, reconfigure, readmitPins, start, close, ready and searchMode', async () => {
     const gateway = await startedGateway(cleanups, {});
     expect(Reflect.ownKeys(gateway).map(String).sort()).toEqual(
-      ['admit', 'call', 'close', 'load', 'ready', 'reconfigure', 'search', 'searchMode', 'start'].sort(),
+      ['admit', 'call', 'close', 'load', 'ready', 'readmitPins', 'reconfigure', 'search', 'searchMode', 'start'].sort(),
     );
     expect(Object.getPrototypeOf(gateway)).toBe(Object.prototype);
   });
