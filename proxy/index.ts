@@ -30,6 +30,12 @@ export {
   memoryDiscoveryStore,
 } from './gateway/discovery-store';
 export {
+  createPostgresDiscoveryStore,
+  openPostgresDiscoveryStore,
+  type PostgresDiscoveryStoreOptions,
+  postgresDiscoveryStoreMigrations,
+} from './gateway/postgres-discovery-store';
+export {
   createSqliteDiscoveryStore,
   discoveryStoreMigrations,
   openSqliteDiscoveryStore,
@@ -115,6 +121,18 @@ export {
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { applyMigrations, type Migration } from './store/apply-migrations';
+export { applyPostgresMigrations } from './store/apply-postgres-migrations';
+export {
+  createPostgresSpentLedger,
+  openPostgresSpentLedger,
+  postgresSpentLedgerMigrations,
+} from './store/postgres-spent-ledger';
+export {
+  memorySpentLedger,
+  openSqliteSpentLedger,
+  type SpentLedger,
+  spentLedgerMigrations,
+} from './store/spent-ledger';
 export {
   createTransparentProxy,
   type ElicitationFilterOptions,
