@@ -7,7 +7,6 @@ import { createTokenCredentials, resolveTokensPath } from '../credentials/index'
 import { ProxyError } from '../errors';
 import { gatewayOptionsFromConfig } from '../from-config';
 import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
-import type { DiscoveryStore } from '../gateway/discovery-store';
 import type { Gateway } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveHttp } from '../http/serve-http';
@@ -20,7 +19,7 @@ import { reloadServers } from './reload-servers';
 import { runTransparentCli } from './run-transparent-cli';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
-import { describeStore, openDiscoveryStore, openInputRounds, parseStoreUrl } from './store-url';
+import { describeStore, openProxyStores, type ProxyStores, parseStoreUrl } from './store-url';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -50,8 +49,13 @@ Options:
   --max-sessions N     HTTP sessions (2025-11-25 clients) open at once, also per client address
                        (default 100 in all, 25 per address); a new one closes the least recently used
                        idle session, or is refused while every session is busy.
-  --store URL          Where discovery scopes are kept: sqlite:FILE (shared by proxies on one
-                       file) or memory:. Default: sqlite:proxy.sqlite beside the config.
+  --store URL          Where discovery scopes and spent request states are kept: sqlite:FILE
+                       (shared by proxies on one file), postgres://… (shared by replicas on one
+                       database) or memory:. Default: sqlite:proxy.sqlite beside the config.
+                       Also $EXTENSIBLE_MCP_STORE, which keeps a password out of the process list.
+  --state-key FILE     The request states' HMAC key (32 random bytes, made if missing), outside the
+                       store; every replica gets the same file. Default for sqlite: FILE.key;
+                       required for postgres://.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
   --allow-localhost-loads  Let load_mcp_server reach http://localhost and loopback addresses (as
                        "load_control": {"allow_localhost": true} does); off by default. Read at start.
@@ -115,6 +119,7 @@ function parseCliArgs(argv: string[]) {
       'http-tokens': { type: 'string' },
       'max-sessions': { type: 'string' },
       store: { type: 'string' },
+      'state-key': { type: 'string' },
       'call-timeout': { type: 'string', default: '60000' },
       'allow-localhost-loads': { type: 'boolean', default: false },
       offline: { type: 'boolean', default: false },
@@ -254,8 +259,7 @@ export async function runCli(argv: string[]): Promise<number> {
   let gatewayOptions: GatewayOptions;
   let configPath: string;
   let running: Gateway;
-  let discoveryStore: DiscoveryStore | undefined;
-  let inputRounds: ReturnType<typeof openInputRounds> | undefined;
+  let stores: ProxyStores | undefined;
   let inboundTokens: readonly InboundToken[] | undefined;
   try {
     const path = resolveConfigPath({
@@ -289,28 +293,21 @@ export async function runCli(argv: string[]): Promise<number> {
       inboundTokens = readInboundTokens(values['http-tokens']);
       logLine(`inbound tokens: ${values['http-tokens']} (${inboundTokens.length} clients)`);
     }
-    const store = parseStoreUrl(values.store, path);
-    discoveryStore = openDiscoveryStore(store);
-    inputRounds = openInputRounds(store);
+    const store = parseStoreUrl(values.store ?? env.store, path);
+    stores = await openProxyStores(store, values['state-key']);
     logLine(`store: ${describeStore(store)}`);
-    gatewayOptions = { ...gatewayOptions, discoveryStore };
+    gatewayOptions = { ...gatewayOptions, discoveryStore: stores.discoveryStore };
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) gatewayOptions = { ...gatewayOptions, regoPolicy: await compileRego(regoPath) };
     // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
     // never a crash after the pid file exists.
     running = createGateway(gatewayOptions);
   } catch (error) {
-    await discoveryStore?.close();
-    await inputRounds?.close();
+    await stores?.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
-  const openedStore = discoveryStore;
-  const { rounds, close: closeRounds } = inputRounds as NonNullable<typeof inputRounds>;
-  const closeStores = async () => {
-    await openedStore.close();
-    await closeRounds();
-  };
+  const { rounds, close: closeStores } = stores;
 
   // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can

@@ -19,8 +19,8 @@ export interface PostgresPoolOptions {
  * Opens a connection pool on a PostgreSQL database the proxy's stores share (SPEC §11), with
  * `migrations` applied. A connection that breaks while idle is dropped by the pool and logged by
  * no one here: the next query opens another, and a query on a dead database fails as itself.
- * Failure to connect or migrate throws `ProxyError('store-failed')` without the URL (it may hold
- * a password), and ends the pool.
+ * Failure to connect or migrate throws `ProxyError('store-failed')` with the server's reason but
+ * without the URL (it may hold a password), and ends the pool.
  */
 export async function openPostgresPool(options: PostgresPoolOptions): Promise<pg.Pool> {
   const pool = new pg.Pool({ connectionString: options.url, max: options.max ?? 10 });
@@ -31,6 +31,8 @@ export async function openPostgresPool(options: PostgresPoolOptions): Promise<pg
     return pool;
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new ProxyError('store-failed', `cannot open the ${options.what} on PostgreSQL`, { cause: error });
+    // The server's message names what failed (no such database, authentication, the socket); it never holds the password.
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ProxyError('store-failed', `cannot open the ${options.what} on PostgreSQL: ${reason}`, { cause: error });
   }
 }
