@@ -195,6 +195,21 @@ describe.each(Object.entries(shared))('the %s discovery store shared by two inst
     expect(await first.has('scope', 'new-2')).toBe(true);
   });
 
+  it('survives a burst of new scopes beyond the bound through two instances, and the next search restores the bound', async () => {
+    const clock = manualClock();
+    const [first, second] = await two({ maxScopes: 5, now: clock.now });
+    const burst = await Promise.allSettled(
+      Array.from({ length: 60 }, (_, index) => (index % 2 === 0 ? first : second).remember(`burst-${index}`, ['tool'])),
+    );
+    expect(burst.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+    clock.advance(1);
+    await first.remember('last', ['tool']);
+    let live = 0;
+    for (let index = 0; index < 60; index += 1) if (await second.live(`burst-${index}`)) live += 1;
+    expect(await second.has('last', 'tool')).toBe(true);
+    expect(live).toBe(4);
+  });
+
   it('keeps what was discovered across a reopen', async () => {
     const location = await kind.location();
     const first = await kind.open(location);
