@@ -86,6 +86,7 @@ export {
 export { anonymousPrincipal, checkInboundTokens, type InboundToken, readInboundTokens } from './http/inbound-tokens';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
+export { createInputRounds, type InputRounds, type InputRoundsOptions } from './meta-tools/input-rounds';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
 export { nameSeparator, qualifyName } from './names';
 export {
