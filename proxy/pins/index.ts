@@ -4,6 +4,12 @@ export { type AdmitOptions, admit } from './admit';
 export { diffDefinitions } from './diff-definitions';
 export { type PinnedForm, pinDefinition } from './pin-definition';
 export {
+  createPostgresPinStore,
+  openPostgresPinStore,
+  type PostgresPinStoreOptions,
+  postgresPinStoreMigrations,
+} from './postgres-pin-store';
+export {
   createSqlitePinStore,
   openSqlitePinStore,
   pinStoreMigrations,
