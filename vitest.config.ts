@@ -9,5 +9,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One throwaway PostgreSQL cluster per run; each test file that needs it makes its own database.
+    globalSetup: ['tests/support/postgres-cluster.ts'],
   },
 });

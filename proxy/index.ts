@@ -31,6 +31,12 @@ export {
   memoryDiscoveryStore,
 } from './gateway/discovery-store';
 export {
+  createPostgresDiscoveryStore,
+  openPostgresDiscoveryStore,
+  type PostgresDiscoveryStoreOptions,
+  postgresDiscoveryStoreMigrations,
+} from './gateway/postgres-discovery-store';
+export {
   createSqliteDiscoveryStore,
   discoveryStoreMigrations,
   openSqliteDiscoveryStore,
@@ -82,6 +88,7 @@ export {
 export { anonymousPrincipal, checkInboundTokens, type InboundToken, readInboundTokens } from './http/inbound-tokens';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
+export { createInputRounds, type InputRounds, type InputRoundsOptions } from './meta-tools/input-rounds';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
 export { nameSeparator, qualifyName } from './names';
 export {
@@ -127,6 +134,18 @@ export {
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { applyMigrations, type Migration } from './store/apply-migrations';
+export { applyPostgresMigrations } from './store/apply-postgres-migrations';
+export {
+  createPostgresSpentLedger,
+  openPostgresSpentLedger,
+  postgresSpentLedgerMigrations,
+} from './store/postgres-spent-ledger';
+export {
+  memorySpentLedger,
+  openSqliteSpentLedger,
+  type SpentLedger,
+  spentLedgerMigrations,
+} from './store/spent-ledger';
 export {
   createTransparentProxy,
   type ElicitationFilterOptions,

@@ -7,6 +7,7 @@ const envSchema = z.object({
   EXTENSIBLE_MCP_MODEL_DIR: z.string().min(1).optional(),
   EXTENSIBLE_MCP_OFFLINE: z.enum(['0', '1', 'true', 'false']).optional(),
   EXTENSIBLE_MCP_TOKENS_FILE: z.string().min(1).optional(),
+  EXTENSIBLE_MCP_STORE: z.string().min(1).optional(),
 });
 
 /** The proxy CLI's environment, parsed once. */
@@ -20,6 +21,8 @@ export interface ProxyEnv {
   readonly offline: boolean;
   /** `EXTENSIBLE_MCP_TOKENS_FILE` as given (resolved against the config folder later). */
   readonly tokensFile: string | undefined;
+  /** `EXTENSIBLE_MCP_STORE`: the store URL when `--store` is not given (a PostgreSQL password stays out of `ps`). */
+  readonly store: string | undefined;
   /** The raw environment, for `$VAR` references in stdio `env` blocks. */
   readonly variables: Readonly<Record<string, string | undefined>>;
 }
@@ -33,6 +36,7 @@ export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): Prox
     modelDir: parsed.EXTENSIBLE_MCP_MODEL_DIR ?? fileURLToPath(new URL('../../.models', import.meta.url)),
     offline: parsed.EXTENSIBLE_MCP_OFFLINE === '1' || parsed.EXTENSIBLE_MCP_OFFLINE === 'true',
     tokensFile: parsed.EXTENSIBLE_MCP_TOKENS_FILE,
+    store: parsed.EXTENSIBLE_MCP_STORE,
     variables: environment,
   };
 }

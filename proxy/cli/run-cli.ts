@@ -7,12 +7,11 @@ import { createTokenCredentials, resolveTokensPath } from '../credentials/index'
 import { ProxyError } from '../errors';
 import { gatewayOptionsFromConfig } from '../from-config';
 import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
-import type { DiscoveryStore } from '../gateway/discovery-store';
 import type { Gateway } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveHttp } from '../http/serve-http';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
-import { type PinStore, readPinsFile, seedPins } from '../pins/index';
+import { readPinsFile, seedPins } from '../pins/index';
 import { regoPolicyFilter } from '../policy/index';
 import { runAddServer } from './add-server';
 import { readProxyEnv } from './env';
@@ -22,7 +21,7 @@ import { runPins } from './run-pins';
 import { runTransparentCli } from './run-transparent-cli';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
-import { describeStore, openDiscoveryStore, openInputRounds, openPinStore, parseStoreUrl } from './store-url';
+import { describeStore, openProxyStores, type ProxyStores, parseStoreUrl } from './store-url';
 
 const help = `extensible-mcp: an MCP proxy that enforces security in code, not in the model.
 
@@ -55,9 +54,14 @@ Options:
   --max-sessions N     HTTP sessions (2025-11-25 clients) open at once, also per client address
                        (default 100 in all, 25 per address); a new one closes the least recently used
                        idle session, or is refused while every session is busy.
-  --store URL          Where discovery scopes and tool pins are kept: sqlite:FILE (shared by
-                       proxies on one file) or memory: (pins then last for the process only).
-                       Default: sqlite:proxy.sqlite beside the config.
+  --store URL          Where discovery scopes, tool pins and spent request states are kept:
+                       sqlite:FILE (shared by proxies on one file), postgres://… (shared by
+                       replicas on one database) or memory: (pins then last for the process only).
+                       Default: sqlite:proxy.sqlite beside the config. Also $EXTENSIBLE_MCP_STORE,
+                       which keeps a password out of the process list.
+  --state-key FILE     The request states' HMAC key (32 random bytes, made if missing), outside the
+                       store; every replica gets the same file. Default for sqlite: FILE.key;
+                       required for postgres://.
   --call-timeout MS    Abandon a downstream call after MS milliseconds (default 60000).
   --allow-localhost-loads  Let load_mcp_server reach http://localhost and loopback addresses (as
                        "load_control": {"allow_localhost": true} does); off by default. Read at start.
@@ -127,6 +131,7 @@ function parseCliArgs(argv: string[]) {
       'http-tokens': { type: 'string' },
       'max-sessions': { type: 'string' },
       store: { type: 'string' },
+      'state-key': { type: 'string' },
       'call-timeout': { type: 'string', default: '60000' },
       'allow-localhost-loads': { type: 'boolean', default: false },
       offline: { type: 'boolean', default: false },
@@ -273,9 +278,7 @@ export async function runCli(argv: string[]): Promise<number> {
   let gatewayOptions: GatewayOptions;
   let configPath: string;
   let running: Gateway;
-  let discoveryStore: DiscoveryStore | undefined;
-  let pinStore: PinStore | undefined;
-  let inputRounds: ReturnType<typeof openInputRounds> | undefined;
+  let stores: ProxyStores | undefined;
   let inboundTokens: readonly InboundToken[] | undefined;
   try {
     const path = resolveConfigPath({
@@ -309,41 +312,30 @@ export async function runCli(argv: string[]): Promise<number> {
       inboundTokens = readInboundTokens(values['http-tokens']);
       logLine(`inbound tokens: ${values['http-tokens']} (${inboundTokens.length} clients)`);
     }
-    const store = parseStoreUrl(values.store, path);
-    discoveryStore = openDiscoveryStore(store);
-    inputRounds = openInputRounds(store);
-    pinStore = openPinStore(store);
+    const store = parseStoreUrl(values.store ?? env.store, path);
+    stores = await openProxyStores(store, values['state-key']);
     logLine(`store: ${describeStore(store)}`);
     if (store.kind === 'memory') {
       logLine('pins: memory: tool pins live for this process only; every start trusts the first listings again');
     }
     if (config.pins !== undefined) {
-      const seeded = await seedPins(pinStore, readPinsFile(config.pins));
+      const seeded = await seedPins(stores.pinStore, readPinsFile(config.pins));
       logLine(
         `pins file: ${config.pins} (${seeded.seeded.length} servers fixed ahead of first use${seeded.known.length ? `; already pinned in the store, kept: ${seeded.known.join(', ')}` : ''})`,
       );
     }
-    gatewayOptions = { ...gatewayOptions, discoveryStore, pinStore };
+    gatewayOptions = { ...gatewayOptions, discoveryStore: stores.discoveryStore, pinStore: stores.pinStore };
     const regoPath = config.filters.rego_policy;
     if (regoPath !== undefined) gatewayOptions = { ...gatewayOptions, regoPolicy: await compileRego(regoPath) };
     // Filters compile here, inside config handling: a bad pattern is a config error (exit 2),
     // never a crash after the pid file exists.
     running = createGateway(gatewayOptions);
   } catch (error) {
-    await discoveryStore?.close();
-    await pinStore?.close();
-    await inputRounds?.close();
+    await stores?.close();
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
-  const openedStore = discoveryStore;
-  const openedPins = pinStore;
-  const { rounds, close: closeRounds } = inputRounds as NonNullable<typeof inputRounds>;
-  const closeStores = async () => {
-    await openedStore.close();
-    await openedPins.close();
-    await closeRounds();
-  };
+  const { rounds, close: closeStores } = stores;
 
   // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { resolveConfigPath } from '../config';
 import { ProxyError } from '../errors';
+import { openPostgresPinStore } from '../pins/postgres-pin-store';
 import { openSqlitePinStore } from '../pins/sqlite-pin-store';
 import type { HeldDefinition, PinDecision, PinStore } from '../pins/types';
 import { safeJsonParse } from '../policy/safe-json';
@@ -38,7 +39,8 @@ Usage:
 
 Options (each command):
   --config FILE   The proxy's config (found as the proxy finds it).
-  --store URL     The proxy's store (sqlite:FILE; default: proxy.sqlite beside the config).
+  --store URL     The proxy's store (sqlite:FILE or postgres://…, also $EXTENSIBLE_MCP_STORE;
+                  default: proxy.sqlite beside the config).
 
 accept and reject then send SIGHUP to the proxy running on that config (its pid file), which
 checks its servers' last listings against the store again: an accepted tool is searchable and
@@ -212,15 +214,18 @@ export async function runPins(options: RunPinsOptions): Promise<number> {
       ...(values.config !== undefined && { flag: values.config }),
       ...(options.env.configPath !== undefined && { env: options.env.configPath }),
     });
-    const location = parseStoreUrl(values.store, configPath);
+    const location = parseStoreUrl(values.store ?? options.env.store, configPath);
     if (location.kind === 'memory') {
       return usage('a memory: store lives inside its proxy process only; pins commands need its sqlite:FILE store');
     }
-    // Never create a store here: a missing file means the wrong config or store, not an empty one.
-    if (!existsSync(location.path)) {
-      return usage(`no store at ${location.path}: has the proxy run with this config (or --store)?`);
+    if (location.kind === 'postgres') store = await openPostgresPinStore({ url: location.url });
+    else {
+      // Never create a store here: a missing file means the wrong config or store, not an empty one.
+      if (!existsSync(location.path)) {
+        return usage(`no store at ${location.path}: has the proxy run with this config (or --store)?`);
+      }
+      store = openSqlitePinStore({ path: location.path });
     }
-    store = openSqlitePinStore({ path: location.path });
   } catch (error) {
     if (ProxyError.isInstance(error)) return usage(error.message);
     throw error;

@@ -5,6 +5,12 @@ export { diffDefinitions } from './diff-definitions';
 export { type PinnedForm, pinDefinition } from './pin-definition';
 export { type PinsFile, readPinsFile, type SeedReport, seedPins } from './pins-file';
 export {
+  createPostgresPinStore,
+  openPostgresPinStore,
+  type PostgresPinStoreOptions,
+  postgresPinStoreMigrations,
+} from './postgres-pin-store';
+export {
   createSqlitePinStore,
   openSqlitePinStore,
   pinStoreMigrations,

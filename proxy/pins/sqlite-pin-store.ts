@@ -1,18 +1,7 @@
 import type Database from 'better-sqlite3';
-import { safeJsonParse } from '../policy/safe-json';
 import { type Migration, openStoreFile, prepareStatements } from '../store/apply-migrations';
-import type {
-  DecisionReport,
-  DefinitionChange,
-  HeldDefinition,
-  HoldReason,
-  PinDecision,
-  PinSource,
-  PinStatus,
-  PinStore,
-  ServerPins,
-  ToolPin,
-} from './types';
+import { type HeldRow, type PinRow, statusOf, toHeld, toPin } from './pin-rows';
+import type { DecisionReport, PinDecision, PinStore, ServerPins, ToolPin } from './types';
 
 /**
  * The pin tables' migrations (SPEC §3.13, §11, docs/pinning.md), oldest first, registered as the
@@ -72,25 +61,6 @@ export function openSqlitePinStore(options: SqlitePinStoreOptions): PinStore {
   return openStoreFile(options.path, { pins: pinStoreMigrations }, 'pin store', (opened) =>
     createSqlitePinStore(opened, options),
   );
-}
-
-interface PinRow {
-  server: string;
-  tool: string;
-  hash: string;
-  definition: string | null;
-  source: string;
-  pinned_at: number;
-}
-
-interface HeldRow {
-  server: string;
-  tool: string;
-  reason: string;
-  hash: string;
-  definition: string;
-  diff: string;
-  seen_at: number;
 }
 
 /**
@@ -182,57 +152,6 @@ export function createSqlitePinStore(database: Database.Database, options: { now
       // The handle is its owner's.
     },
   };
-}
-
-function toPin(row: PinRow): ToolPin {
-  return {
-    server: row.server,
-    tool: row.tool,
-    hash: row.hash,
-    ...(row.definition !== null && { definition: row.definition }),
-    source: row.source as PinSource,
-    pinnedAt: row.pinned_at,
-  };
-}
-
-function toHeld(row: HeldRow): HeldDefinition {
-  const parsed = safeJsonParse(row.diff);
-  return {
-    server: row.server,
-    tool: row.tool,
-    reason: row.reason as HoldReason,
-    hash: row.hash,
-    definition: row.definition,
-    diff: parsed.ok && Array.isArray(parsed.value) ? (parsed.value as DefinitionChange[]) : [],
-    seenAt: row.seen_at,
-  };
-}
-
-const heldStates = { changed: 'pending-changed', new: 'pending-new', rejected: 'rejected' } as const;
-
-/** Every tool's state from its pin and its held definition (both ordered by server, tool). */
-function statusOf(pins: readonly PinRow[], held: readonly HeldRow[]): PinStatus[] {
-  const byKey = new Map<string, { server: string; tool: string; pinned?: string; held?: HeldRow }>();
-  const key = (server: string, tool: string) => `${server}\u0000${tool}`;
-  for (const row of pins)
-    byKey.set(key(row.server, row.tool), { server: row.server, tool: row.tool, pinned: row.hash });
-  for (const row of held) {
-    const found = byKey.get(key(row.server, row.tool)) ?? { server: row.server, tool: row.tool };
-    byKey.set(key(row.server, row.tool), { ...found, held: row });
-  }
-  return [...byKey.values()]
-    .sort((left, right) => compare(left.server, right.server) || compare(left.tool, right.tool))
-    .map((entry) => ({
-      server: entry.server,
-      tool: entry.tool,
-      state: entry.held === undefined ? 'pinned' : heldStates[entry.held.reason as HoldReason],
-      ...(entry.pinned !== undefined && { pinned: entry.pinned }),
-      ...(entry.held !== undefined && { held: entry.held.hash }),
-    }));
-}
-
-function compare(left: string, right: string): number {
-  return left < right ? -1 : left > right ? 1 : 0;
 }
 
 function prepare(database: Database.Database) {

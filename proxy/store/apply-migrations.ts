@@ -55,8 +55,8 @@ export function applyMigrations(
   }
 }
 
-/** Throws when a module's migrations are not strictly increasing positive integers. */
-function assertOrdered(module: string, list: readonly Migration[]): void {
+/** Throws when a module's migrations are not strictly increasing positive integers (shared with PostgreSQL's runner). */
+export function assertOrdered(module: string, list: readonly Migration[]): void {
   let previous = 0;
   for (const migration of list) {
     if (!Number.isSafeInteger(migration.version) || migration.version <= previous) {
@@ -68,8 +68,8 @@ function assertOrdered(module: string, list: readonly Migration[]): void {
   }
 }
 
-/** Throws when the database records a version of `module` newer than the code knows. */
-function refuseNewer(module: string, recorded: number, known: number): void {
+/** Throws when the database records a version of `module` newer than the code knows (shared with PostgreSQL's runner). */
+export function refuseNewer(module: string, recorded: number, known: number): void {
   if (recorded > known) {
     throw new Error(
       `database schema of module "${module}" is at version ${recorded}, newer than this code knows (${known}): upgrade the software or use another data folder`,

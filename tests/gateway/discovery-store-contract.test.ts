@@ -6,8 +6,10 @@ import {
   type DiscoveryLimits,
   type DiscoveryStore,
   memoryDiscoveryStore,
+  openPostgresDiscoveryStore,
   openSqliteDiscoveryStore,
 } from '../../proxy/index';
+import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../support/postgres';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000) {
@@ -33,21 +35,43 @@ function sqliteFile(): string {
   return join(folder, 'proxy.sqlite');
 }
 
-/** Each implementation, opened fresh with the given limits. */
-const implementations: Record<string, (limits: DiscoveryLimits) => DiscoveryStore> = {
-  memory: (limits) => memoryDiscoveryStore(limits),
-  sqlite: (limits) => openSqliteDiscoveryStore({ path: sqliteFile(), ...limits }),
+/** Each implementation, opened fresh (an empty file or database) with the given limits. */
+const implementations: Record<string, (limits: DiscoveryLimits) => Promise<DiscoveryStore>> = {
+  memory: async (limits) => memoryDiscoveryStore(limits),
+  sqlite: async (limits) => openSqliteDiscoveryStore({ path: sqliteFile(), ...limits }),
+  ...(postgresAvailable && {
+    postgres: async (limits) => openPostgresDiscoveryStore({ url: await createTestDatabase(), ...limits }),
+  }),
 };
 
+/**
+ * The implementations several processes can share: a location (a file, a database) and a way to
+ * open another, independent handle on it (a connection of its own, a pool of its own).
+ */
+const shared: Record<
+  string,
+  { location(): Promise<string>; open(location: string, limits?: DiscoveryLimits): Promise<DiscoveryStore> }
+> = {
+  sqlite: {
+    location: async () => sqliteFile(),
+    open: async (path, limits) => openSqliteDiscoveryStore({ path, ...limits }),
+  },
+  ...(postgresAvailable && {
+    postgres: { location: createTestDatabase, open: (url, limits) => openPostgresDiscoveryStore({ url, ...limits }) },
+  }),
+};
+
+it.skipIf(postgresAvailable)(`the PostgreSQL discovery store is skipped: ${postgresUnavailable}`, () => {});
+
 describe.each(Object.entries(implementations))('the %s discovery store', (_name, open) => {
-  const store = (limits: DiscoveryLimits = {}) => {
-    const created = open(limits);
+  const store = async (limits: DiscoveryLimits = {}) => {
+    const created = await open(limits);
     opened.push(created);
     return created;
   };
 
   it('holds what a scope discovered, and nothing for other names or scopes', async () => {
-    const discovery = store();
+    const discovery = await store();
     await discovery.remember('scope-a', ['files__read', 'github__search']);
     expect(await discovery.has('scope-a', 'files__read')).toBe(true);
     expect(await discovery.has('scope-a', 'github__search')).toBe(true);
@@ -58,7 +82,7 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
   });
 
   it('adds a later search to the same scope', async () => {
-    const discovery = store();
+    const discovery = await store();
     await discovery.remember('scope', ['a']);
     await discovery.remember('scope', ['b']);
     expect(await discovery.has('scope', 'a')).toBe(true);
@@ -67,7 +91,7 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
 
   it('forgets a scope at its time limit, and a later search does not bring its old names back', async () => {
     const clock = manualClock();
-    const discovery = store({ ttlMs: 1_000, now: clock.now });
+    const discovery = await store({ ttlMs: 1_000, now: clock.now });
     await discovery.remember('scope', ['old']);
     clock.advance(999);
     expect(await discovery.has('scope', 'old')).toBe(true);
@@ -81,7 +105,7 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
 
   it('restarts the time limit on a search, never on a check', async () => {
     const clock = manualClock();
-    const discovery = store({ ttlMs: 1_000, now: clock.now });
+    const discovery = await store({ ttlMs: 1_000, now: clock.now });
     await discovery.remember('searched', ['tool']);
     await discovery.remember('checked', ['tool']);
     clock.advance(600);
@@ -93,7 +117,7 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
   });
 
   it('forgets the oldest names beyond the bound, and re-adding a name makes it new', async () => {
-    const discovery = store({ maxNamesPerScope: 2 });
+    const discovery = await store({ maxNamesPerScope: 2 });
     await discovery.remember('scope', ['a', 'b']);
     await discovery.remember('scope', ['a']);
     await discovery.remember('scope', ['c']);
@@ -104,7 +128,7 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
 
   it('forgets the least recently searched scope beyond the bound', async () => {
     const clock = manualClock();
-    const discovery = store({ maxScopes: 2, now: clock.now });
+    const discovery = await store({ maxScopes: 2, now: clock.now });
     await discovery.remember('first', ['tool']);
     clock.advance(1);
     await discovery.remember('second', ['tool']);
@@ -118,19 +142,23 @@ describe.each(Object.entries(implementations))('the %s discovery store', (_name,
   });
 
   it('keeps names that only differ in case or by a trailing space apart', async () => {
-    const discovery = store();
+    const discovery = await store();
     await discovery.remember('scope', ['Files__read']);
     expect(await discovery.has('scope', 'files__read')).toBe(false);
     expect(await discovery.has('scope', 'Files__read ')).toBe(false);
   });
 });
 
-describe('the SQLite discovery store shared by two processes', () => {
+describe.each(Object.entries(shared))('the %s discovery store shared by two instances', (_name, kind) => {
+  const two = async (limits: DiscoveryLimits = {}) => {
+    const location = await kind.location();
+    const pair = [await kind.open(location, limits), await kind.open(location, limits)] as const;
+    opened.push(...pair);
+    return pair;
+  };
+
   it('answers through one handle what a search recorded through another, under concurrent writers', async () => {
-    const path = sqliteFile();
-    const writer = openSqliteDiscoveryStore({ path });
-    const reader = openSqliteDiscoveryStore({ path });
-    opened.push(writer, reader);
+    const [writer, reader] = await two();
     await Promise.all(
       Array.from({ length: 50 }, (_, index) =>
         (index % 2 === 0 ? writer : reader).remember(`scope-${index % 5}`, [`tool-${index}`]),
@@ -142,12 +170,52 @@ describe('the SQLite discovery store shared by two processes', () => {
     }
   });
 
-  it('keeps what was discovered across a reopen of the file', async () => {
-    const path = sqliteFile();
-    const first = openSqliteDiscoveryStore({ path });
+  it('keeps one scope within its bound when two instances record into it at once', async () => {
+    const [first, second] = await two({ maxNamesPerScope: 10 });
+    await Promise.all(
+      Array.from({ length: 40 }, (_, index) =>
+        (index % 2 === 0 ? first : second).remember('scope', [`tool-${index}`, `extra-${index}`]),
+      ),
+    );
+    let kept = 0;
+    for (let index = 0; index < 40; index += 1) {
+      for (const name of [`tool-${index}`, `extra-${index}`]) if (await first.has('scope', name)) kept += 1;
+    }
+    expect(kept).toBe(10);
+  });
+
+  it('forgets an expired scope for both instances even when both search it again at once', async () => {
+    const clock = manualClock();
+    const [first, second] = await two({ ttlMs: 1_000, now: clock.now });
+    await first.remember('scope', ['old']);
+    clock.advance(1_000);
+    await Promise.all([first.remember('scope', ['new-1']), second.remember('scope', ['new-2'])]);
+    expect(await second.has('scope', 'old')).toBe(false);
+    expect(await first.has('scope', 'new-1')).toBe(true);
+    expect(await first.has('scope', 'new-2')).toBe(true);
+  });
+
+  it('survives a burst of new scopes beyond the bound through two instances, and the next search restores the bound', async () => {
+    const clock = manualClock();
+    const [first, second] = await two({ maxScopes: 5, now: clock.now });
+    const burst = await Promise.allSettled(
+      Array.from({ length: 60 }, (_, index) => (index % 2 === 0 ? first : second).remember(`burst-${index}`, ['tool'])),
+    );
+    expect(burst.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+    clock.advance(1);
+    await first.remember('last', ['tool']);
+    let live = 0;
+    for (let index = 0; index < 60; index += 1) if (await second.live(`burst-${index}`)) live += 1;
+    expect(await second.has('last', 'tool')).toBe(true);
+    expect(live).toBe(4);
+  });
+
+  it('keeps what was discovered across a reopen', async () => {
+    const location = await kind.location();
+    const first = await kind.open(location);
     await first.remember('scope', ['tool']);
     await first.close();
-    const second = openSqliteDiscoveryStore({ path });
+    const second = await kind.open(location);
     opened.push(second);
     expect(await second.has('scope', 'tool')).toBe(true);
   });

@@ -58,6 +58,7 @@ describe('extensible-mcp CLI', () => {
       '--http-tokens',
       '--max-sessions',
       '--store',
+      '--state-key',
       '--call-timeout',
       '--offline',
       '--help',
@@ -83,10 +84,29 @@ describe('extensible-mcp CLI', () => {
       /\(root\): Unrecognized key: "extra"/,
     ],
     ['an unknown flag', ['--frobnicate'], /Unknown option '--frobnicate'/],
+    [
+      'a PostgreSQL store without the shared state key',
+      ['--config', writeConfig({ mcpServers: {} }), '--store', 'postgres://proxy:hunter2@127.0.0.1:1/emcp'],
+      /--store postgres:\/\/… needs --state-key FILE/,
+    ],
+    [
+      'a PostgreSQL store that cannot be reached',
+      [
+        '--config',
+        writeConfig({ mcpServers: {} }),
+        '--store',
+        `postgres://proxy:hunter2@localhost/emcp?host=${encodeURIComponent(mkdtempSync(join(tmpdir(), 'emcp-no-pg-')))}`,
+        '--state-key',
+        join(mkdtempSync(join(tmpdir(), 'emcp-key-')), 'state.key'),
+      ],
+      /cannot open the store on PostgreSQL: /,
+    ],
   ])('exits 2 on %s and says what is wrong', (_name, args, message) => {
     const result = run(args);
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(message);
+    // A store URL's password is never echoed.
+    expect(result.stderr).not.toContain('hunter2');
   });
 
   it('serves a real client over stdio: list, search, call', async () => {

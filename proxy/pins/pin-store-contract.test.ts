@@ -3,8 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tool } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../../tests/support/postgres';
+import type { DiscoveryStore } from '../gateway/discovery-store';
+import { openPostgresDiscoveryStore } from '../gateway/postgres-discovery-store';
 import { openSqliteDiscoveryStore } from '../gateway/sqlite-discovery-store';
 import { admit } from './admit';
+import { openPostgresPinStore } from './postgres-pin-store';
 import { openSqlitePinStore } from './sqlite-pin-store';
 import type { PinStore } from './types';
 
@@ -17,11 +21,28 @@ function storeFile(): string {
   return join(mkdtempSync(join(tmpdir(), 'emcp-pins-')), 'proxy.sqlite');
 }
 
-function openStore(path = storeFile(), now = () => 1_000): PinStore {
-  const store = openSqlitePinStore({ path, now });
-  open.push(store);
-  return store;
-}
+/** Each pin store: a fresh location (what `--store` names), its opener, and the discovery store on the same location. */
+const implementations: Record<
+  string,
+  {
+    location(): Promise<string>;
+    open(location: string, now: () => number): Promise<PinStore>;
+    discovery(location: string): Promise<DiscoveryStore>;
+  }
+> = {
+  sqlite: {
+    location: async () => storeFile(),
+    open: async (path, now) => openSqlitePinStore({ path, now }),
+    discovery: async (path) => openSqliteDiscoveryStore({ path }),
+  },
+  ...(postgresAvailable && {
+    postgres: {
+      location: createTestDatabase,
+      open: (url, now) => openPostgresPinStore({ url, now }),
+      discovery: (url) => openPostgresDiscoveryStore({ url }),
+    },
+  }),
+};
 
 const search: Tool = { name: 'search_menu', description: 'Searches the menu.', inputSchema: { type: 'object' } };
 const order: Tool = { name: 'order', description: 'Orders a pizza.', inputSchema: { type: 'object' } };
@@ -36,9 +57,17 @@ async function list(store: PinStore, tools: readonly Tool[]) {
   return admission;
 }
 
-describe('openSqlitePinStore', () => {
+it.skipIf(postgresAvailable)(`the PostgreSQL pin store is skipped: ${postgresUnavailable}`, () => {});
+
+describe.each(Object.entries(implementations))('the %s pin store', (_name, kind) => {
+  const openStore = async (location?: string, now = () => 1_000): Promise<PinStore> => {
+    const store = await kind.open(location ?? (await kind.location()), now);
+    open.push(store);
+    return store;
+  };
+
   it('pins a first listing, then holds a change and a new name until the operator decides', async () => {
-    const store = openStore();
+    const store = await openStore();
     expect((await store.read('shop')).known).toBe(false);
     await list(store, [search, order]);
     expect((await store.read('shop')).pins.size).toBe(2);
@@ -65,7 +94,7 @@ describe('openSqlitePinStore', () => {
   });
 
   it('keeps a rejected definition held for good and the old pin in place', async () => {
-    const store = openStore();
+    const store = await openStore();
     await list(store, [order]);
     await list(store, [changedOrder]);
     const rejected = await store.decide('reject', 'shop');
@@ -82,7 +111,7 @@ describe('openSqlitePinStore', () => {
   });
 
   it('forgets a waiting definition the server no longer lists', async () => {
-    const store = openStore();
+    const store = await openStore();
     await list(store, [order]);
     await list(store, [order, added]);
     expect((await store.held('shop')).map((row) => row.tool)).toEqual(['export']);
@@ -90,10 +119,10 @@ describe('openSqlitePinStore', () => {
     expect(await store.held('shop')).toEqual([]);
   });
 
-  it('lets only one of two proxies on one file write a server first pins', async () => {
-    const path = storeFile();
-    const left = openStore(path);
-    const right = openStore(path);
+  it('lets only one of two proxies on one store write a server first pins', async () => {
+    const path = await kind.location();
+    const left = await openStore(path);
+    const right = await openStore(path);
     const first = admit('shop', [order], await left.read('shop'));
     const rival = admit('shop', [changedOrder], await right.read('shop'));
     expect(await left.pinFirst('shop', first.firstPins)).toBe(true);
@@ -104,14 +133,46 @@ describe('openSqlitePinStore', () => {
     ]);
   });
 
-  it('shares the file with the discovery store, and survives reopening', async () => {
-    const path = storeFile();
-    const discovery = openSqliteDiscoveryStore({ path });
+  it('lets one of ten concurrent first listings through two instances pin, and the others write nothing', async () => {
+    const path = await kind.location();
+    const instances = [await openStore(path), await openStore(path)];
+    const rivals = [order, changedOrder];
+    const outcomes = await Promise.all(
+      Array.from({ length: 10 }, async (_, index) => {
+        const store = instances[index % 2] as PinStore;
+        const listing = [rivals[index % 2] as Tool];
+        return store.pinFirst('shop', admit('shop', listing, await store.read('shop')).firstPins);
+      }),
+    );
+    expect(outcomes.filter(Boolean)).toHaveLength(1);
+    expect(await instances[1]?.status('shop')).toHaveLength(1);
+  });
+
+  it('keeps one listing held, never a mix, when two instances record listings of one server at once', async () => {
+    const path = await kind.location();
+    const instances = [await openStore(path), await openStore(path)];
+    await list(instances[0] as PinStore, [order]);
+    const pins = await (instances[0] as PinStore).read('shop');
+    const listings = [admit('shop', [changedOrder], pins).held, admit('shop', [order, added], pins).held];
+    for (let round = 0; round < 5; round += 1) {
+      await Promise.all(
+        Array.from({ length: 20 }, (_, index) =>
+          (instances[index % 2] as PinStore).hold('shop', listings[index % 2] ?? []),
+        ),
+      );
+      const held = (await (instances[1] as PinStore).held('shop')).map((row) => row.tool);
+      expect([['order'], ['export']]).toContainEqual(held);
+    }
+  });
+
+  it('shares its location with the discovery store, and survives reopening', async () => {
+    const path = await kind.location();
+    const discovery = await kind.discovery(path);
     await discovery.remember('scope', ['shop__order']);
-    const store = openStore(path);
+    const store = await kind.open(path, () => 1_000);
     await list(store, [order]);
     await store.close();
-    const reopened = openStore(path);
+    const reopened = await openStore(path);
     expect((await reopened.pin('shop', 'order'))?.tool).toBe('order');
     expect(await discovery.has('scope', 'shop__order')).toBe(true);
     await discovery.close();
