@@ -91,8 +91,11 @@ export {
   openSqlitePinStore,
   type PinStatus,
   type PinStore,
+  type PinsFile,
   pinDefinition,
   pinStoreMigrations,
+  readPinsFile,
+  seedPins,
 } from './pins/index';
 export {
   createHostBuiltins,
