@@ -2,11 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult, Client } from '@modelcontextprotocol/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { GET as stream } from '../../app/api/log/stream/route';
 import { readHouseholdEnv } from '../../lib/env';
 import type { HouseholdEvent } from '../../lib/events';
+import { runHouseholdCli } from '../../lib/household-cli';
 import { setHouseholdApp } from '../../lib/index';
 import { type HouseholdRuntime, startHouseholdRuntime } from '../../lib/runtime';
 import { generateShopPins, shopPinsFile } from '../../lib/shop-pins';
@@ -85,8 +86,8 @@ describe('an upgraded shop in the household', () => {
     })) as CallToolResult;
     return textOf(result);
   };
-  const call = async (tool: string) =>
-    (await client.callTool({ name: 'call_tool', arguments: { tool_name: tool, arguments: {} } })) as CallToolResult;
+  const call = async (tool: string, args: Record<string, unknown> = {}) =>
+    (await client.callTool({ name: 'call_tool', arguments: { tool_name: tool, arguments: args } })) as CallToolResult;
 
   it('holds the added and the changed tool at the first listing, each a tool-held event', () => {
     const held = events.filter((event) => event.kind === 'tool-held');
@@ -125,5 +126,38 @@ describe('an upgraded shop in the household', () => {
     const rows = await readEvents<HouseholdEvent>(response, (seen) => seen.length >= 2);
     expect(rows.map((row) => row.data.data?.tool).sort()).toEqual(['negotiate', 'refund']);
     expect(rows.every((row) => row.data.outcome === 'deny')).toBe(true);
+  });
+
+  it('is accepted by the operator with npm run household -- pins accept, then found and called', async () => {
+    vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
+    try {
+      const household = async (...argv: string[]) => {
+        const lines: string[] = [];
+        const code = await runHouseholdCli(['pins', ...argv], (line) => lines.push(line));
+        return { code, out: lines.join('\n') };
+      };
+      const listed = await household('list');
+      expect(listed.code).toBe(0);
+      expect(listed.out).toMatch(/^pizza refund pending-new listed [0-9a-f]{12}$/m);
+      expect(listed.out).toMatch(/^pizza negotiate pending-changed pinned eeeeeeeeeeee listed [0-9a-f]{12}$/m);
+      const shown = await household('diff', 'pizza', 'refund');
+      expect(shown.code).toBe(0);
+      expect(shown.out).toContain('Refund an order to the card that paid it.');
+      // Accepting everything is never the default.
+      expect((await household('accept', 'pizza')).code).toBe(2);
+      const accepted = await household('accept', 'pizza', 'refund');
+      expect(accepted.code).toBe(0);
+      expect(accepted.out).toMatch(/^accepted pizza refund \([0-9a-f]{64}\)$/m);
+      expect((await household('accept', 'pizza', 'refund')).code).toBe(1);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+    // What a restart does: the shop's listing checked against the store as it is now.
+    await runtime.gateway.readmitPins();
+    expect(await search('refund an order')).toContain('pizza__refund');
+    const refund = await call('pizza__refund', { orderId: 'order-1' });
+    expect(textOf(refund)).toBe('refunded');
+    // The one not accepted is still held.
+    expect((await call('pizza__negotiate')).isError).toBe(true);
   });
 });
