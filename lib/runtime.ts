@@ -238,6 +238,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       discoveryStore: store.discovery,
       // Every listing of every server is checked against the household's own pins (SPEC §3.13).
       pinStore: store.pins,
+      pinReviewCommand: 'npm run household -- pins',
       // By reference first (the policy sees stored evidence), then a form for a missing required
       // field such as the delivery address; credential fields are never asked for.
       extraCallFilters: [

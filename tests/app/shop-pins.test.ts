@@ -109,7 +109,9 @@ describe('an upgraded shop in the household', () => {
 
     const refund = await call('pizza__refund');
     expect(refund.isError).toBe(true);
-    expect(textOf(refund)).toContain('is new to server "pizza" and is held for the operator\'s review');
+    expect(textOf(refund)).toBe(
+      '"pizza__refund" is new to server "pizza" and is held for the operator\'s review (npm run household -- pins diff pizza refund).',
+    );
     const negotiate = await call('pizza__negotiate');
     expect(negotiate.isError).toBe(true);
     expect(textOf(negotiate)).toContain("changed and is held for the operator's review");
