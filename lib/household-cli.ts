@@ -1,7 +1,11 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { issueEnrollmentCodes, type Role, roles, trustMerchant } from '../identity/index';
+import { runPinsCommand } from '../proxy/index';
 import { readHouseholdEnv } from './env';
-import { openIdentity } from './start-identity';
+import { openIdentity, storeFileName } from './start-identity';
+import { openHouseholdStore } from './store';
 
 const usage = `Usage: npm run household -- <command>
 
@@ -10,6 +14,7 @@ const usage = `Usage: npm run household -- <command>
   show-settlement-did                  print the settlement service's DID (for the shop's configuration)
   show-did-document                    print the household admin's DID document
   status                               DIDs, enrolled roles, trusted merchants
+  pins list|diff|accept|reject ...     review the shop's held tool definitions (pins --help)
 
 Reads EXTENSIBLE_MCP_DATA (default ./.data) and EXTENSIBLE_MCP_ORIGIN (default http://localhost:3000).`;
 
@@ -18,6 +23,7 @@ Reads EXTENSIBLE_MCP_DATA (default ./.data) and EXTENSIBLE_MCP_ORIGIN (default h
  * to issue enrollment codes or trust a merchant. Codes go to this terminal and nowhere else.
  */
 export async function runHouseholdCli(argv: readonly string[], print: (line: string) => void): Promise<number> {
+  if (argv[0] === 'pins') return runHouseholdPins(argv.slice(1), print);
   const { positionals, values } = parseArgs({
     args: [...argv],
     allowPositionals: true,
@@ -86,4 +92,41 @@ export async function runHouseholdCli(argv: readonly string[], print: (line: str
   } finally {
     identity.close();
   }
+}
+
+const pinsUsage = `Usage: npm run household -- pins <command>
+
+  list [--json]                    every tool's state (pinned, pending-changed, pending-new, rejected)
+  diff <server> [tool]             what changed in each pending definition
+  accept <server> (<tool> | --all) the pending definition becomes the pin (an upgraded shop's new tool)
+  reject <server> [tool]           the pending definition is refused for good
+
+Works on the household store in EXTENSIBLE_MCP_DATA (default ./.data). The household checks its
+shop's listing against the store at start: restart the app after accepting (docs/pinning.md).`;
+
+/**
+ * `npm run household -- pins …` (SPEC §3.13, docs/pinning.md): the proxy's pins commands on the
+ * household store, the operator's upgrade step for a shop tool that is new or changed. Never
+ * creates the store: a missing file is the wrong data folder, not an empty household.
+ */
+async function runHouseholdPins(argv: readonly string[], print: (line: string) => void): Promise<number> {
+  const path = join(readHouseholdEnv().dataDir, storeFileName);
+  return runPinsCommand({
+    argv,
+    io: { out: print, err: print },
+    name: 'npm run household -- pins',
+    help: pinsUsage,
+    open: (flags) => {
+      if (flags.config !== undefined || flags.store !== undefined) {
+        return "--config and --store are the proxy CLI's; the household store is in EXTENSIBLE_MCP_DATA";
+      }
+      if (!existsSync(path)) return `no household store at ${path}: has the app run with this EXTENSIBLE_MCP_DATA?`;
+      const store = openHouseholdStore({ path });
+      return {
+        store: store.pins,
+        afterDecision: () => "restart the app: the household checks its shop's listing against the store at start",
+        close: () => store.close(),
+      };
+    },
+  });
 }

@@ -19,8 +19,11 @@ import {
   elicitationFilter,
   type Gateway,
   loadBundle,
+  type PinsFile,
   type ProxyLogger,
   policyFilter,
+  readPinsFile,
+  seedPins,
   singleUseFilter,
 } from '../proxy/index';
 import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
@@ -46,6 +49,7 @@ import type { PaymentRail } from './payments/rail';
 import { recordDecisions } from './payments/recorded-decisions';
 import { createSettlement, type Settlement } from './payments/settlement';
 import { createStripeRail } from './payments/stripe-rail';
+import { shippedShopSpec, shopPinsFile } from './shop-pins';
 import { type StartedIdentity, startIdentity } from './start-identity';
 
 /** Options of {@link startHouseholdRuntime}; everything but `env` has a production default. */
@@ -53,6 +57,12 @@ export interface RuntimeOptions {
   readonly env: HouseholdEnv;
   /** The shop as a downstream; default: `PIZZA_URL` over HTTP, else a stdio child of `shop-agent/main.ts`. */
   readonly shop?: DownstreamSpec;
+  /**
+   * The hashes the shop's tools are checked against on its first listing in this household
+   * (docs/pinning.md); default: the shipped `shop-agent/pins.json`. A store that already knows the
+   * shop keeps its own pins.
+   */
+  readonly shopPins?: PinsFile;
   /** The payment rail; default: Stripe when `STRIPE_SECRET_KEY` is set, else the mock rail. */
   readonly rail?: PaymentRail;
   readonly embeddings?: EmbeddingOptions;
@@ -215,6 +225,10 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       }),
     );
 
+    // The shop's first listing is checked against the shipped hashes, never trusted on first use:
+    // a shop tool that changed or is new since the pins file was made is held for the operator.
+    const seeded = await seedPins(store.pins, options.shopPins ?? readPinsFile(shopPinsFile));
+    if (seeded.seeded.length > 0) logger.info(`pins: fixed ahead of first use: ${seeded.seeded.join(', ')}`);
     gateway = createGateway({
       servers: {
         pizza: options.shop ?? shopSpec(env, household),
@@ -222,6 +236,9 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       },
       localTools: approvalTools(identity.approvals),
       discoveryStore: store.discovery,
+      // Every listing of every server is checked against the household's own pins (SPEC §3.13).
+      pinStore: store.pins,
+      pinReviewCommand: 'npm run household -- pins',
       // By reference first (the policy sees stored evidence), then a form for a missing required
       // field such as the delivery address; credential fields are never asked for.
       extraCallFilters: [
@@ -426,15 +443,7 @@ function shopOverHttp(url: string): DownstreamSpec {
 /** The shop as the operator configured it: over HTTP at `PIZZA_URL`, else a stdio child told the settlement DID. */
 function shopSpec(env: HouseholdEnv, household: Household): DownstreamSpec {
   if (env.pizzaUrl !== undefined) return shopOverHttp(env.pizzaUrl);
-  return {
-    kind: 'stdio',
-    command: process.execPath,
-    args: ['--import', 'tsx', resolve('shop-agent/main.ts')],
-    env: {
-      SHOP_AGENT_DATA: join(env.dataDir, 'shop'),
-      SHOP_SETTLEMENT_DID: household.settlementDid,
-    },
-  };
+  return shippedShopSpec({ dataDir: join(env.dataDir, 'shop'), settlementDid: household.settlementDid });
 }
 
 /**

@@ -135,7 +135,7 @@ describe('openHouseholdStore: the file', () => {
       identityMigrations.map((migration) => migration.version),
     );
     expect(new Set(rows.map((row) => (row as { module: string }).module))).toEqual(
-      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'discovery', 'limits']),
+      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'discovery', 'pins', 'limits']),
     );
 
     const again = reopen(path);
@@ -513,5 +513,21 @@ describe('merchants', () => {
     expect(await merchants.remove(merchant.did)).toBe(false);
     expect(await merchants.get(merchant.did)).toBeUndefined();
     expect(await merchants.list()).toStrictEqual([other]);
+  });
+});
+
+describe('tool pins', () => {
+  it('are kept in the household file: a reopened store still knows the server and its pins', async () => {
+    const { store, path } = fresh();
+    const pin = { server: 'pizza', tool: 'get_menu', hash: 'a'.repeat(64), source: 'pins-file', pinnedAt: 1 } as const;
+    expect(await store.pins.pinFirst('pizza', [pin])).toBe(true);
+    store.close();
+    stores.splice(stores.indexOf(store), 1);
+    const again = reopen(path);
+    const read = await again.pins.read('pizza');
+    expect(read.known).toBe(true);
+    expect(read.pins.get('get_menu')?.hash).toBe(pin.hash);
+    // Known now: a second first pinning (another process, a pins file) changes nothing.
+    expect(await again.pins.pinFirst('pizza', [])).toBe(false);
   });
 });

@@ -5,10 +5,13 @@ import { IdentityError, type IdentityStore } from '../identity/index';
 import {
   createSqliteDiscoveryStore,
   createSqliteEvidenceStore,
+  createSqlitePinStore,
   type DiscoveryStore,
   discoveryStoreMigrations,
   type EvidenceStore,
   evidenceStoreMigrations,
+  type PinStore,
+  pinStoreMigrations,
 } from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
 import { applyMigrations, type Migration } from './apply-migrations';
@@ -33,6 +36,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   chat: chatMigrations,
   audit: auditMigrations,
   discovery: discoveryStoreMigrations,
+  // The same module as the CLI's `--store` file (docs/pinning.md).
+  pins: pinStoreMigrations,
   // After identity: the limits count pending requests from its `approvals` table.
   limits: requestLimitMigrations,
 };
@@ -64,6 +69,8 @@ export interface HouseholdStore {
   readonly discovery: DiscoveryStore;
   /** The bounds on approval requests and invoices per caller and per household (issue 26 defect 6). */
   readonly limits: RequestLimitStore;
+  /** The shop's and every other server's pinned tool definitions (SPEC §3.13): never memory-only. */
+  readonly pins: PinStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -97,6 +104,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       audit: createSqliteAuditLog(opened),
       discovery: createSqliteDiscoveryStore(opened),
       limits: createSqliteRequestLimitStore(opened),
+      pins: createSqlitePinStore(opened),
       close: () => {
         opened.close();
       },

@@ -3,6 +3,8 @@
  * the gateway, its faces, the filter factories and the types; never a downstream connection, the
  * tool index or CLI plumbing (SPEC §3.12, §10.1).
  */
+
+export { type PinsIo, type PinsTarget, runPinsCommand } from './cli/run-pins';
 export { defaultConfigPaths, loadConfig, type ProxyConfig, resolveConfigPath, type ServerConfig } from './config';
 export { type CredentialLookup, createTokenCredentials, type TokenCredentialsOptions } from './credentials/index';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
@@ -98,8 +100,11 @@ export {
   openSqlitePinStore,
   type PinStatus,
   type PinStore,
+  type PinsFile,
   pinDefinition,
   pinStoreMigrations,
+  readPinsFile,
+  seedPins,
 } from './pins/index';
 export {
   createHostBuiltins,

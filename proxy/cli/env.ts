@@ -28,7 +28,7 @@ export interface ProxyEnv {
 }
 
 /** Parses the variables the proxy CLI reads. Nothing else in `proxy/` reads `process.env`. */
-export function readProxyEnv(environment: NodeJS.ProcessEnv = process.env): ProxyEnv {
+export function readProxyEnv(environment: Readonly<Record<string, string | undefined>> = process.env): ProxyEnv {
   const parsed = envSchema.parse(environment);
   return {
     configPath: parsed.EXTENSIBLE_MCP_CONFIG,

@@ -14,5 +14,14 @@ export {
 } from './pid-file';
 export { type ReloadReport, reloadServers } from './reload-servers';
 export { runCli } from './run-cli';
-export { PINS_EXIT, type PinsIo, pinsHelp, type RunPinsOptions, runPins } from './run-pins';
+export {
+  PINS_EXIT,
+  type PinsIo,
+  type PinsTarget,
+  pinsHelp,
+  type RunPinsCommandOptions,
+  type RunPinsOptions,
+  runPins,
+  runPinsCommand,
+} from './run-pins';
 export { runTransparentCli, TRANSPARENT_EXIT, type TransparentCliIo } from './run-transparent-cli';

@@ -139,11 +139,11 @@ async function diff(store: PinStore, io: PinsIo, server: string, tool: string | 
 }
 
 async function decide(
-  store: PinStore,
-  options: { io: PinsIo; configPath: string; decision: PinDecision; server: string; tool: string | undefined },
+  target: PinsTarget,
+  options: { io: PinsIo; decision: PinDecision; server: string; tool: string | undefined },
 ): Promise<number> {
   const { io, decision, server, tool } = options;
-  const report = await store.decide(decision, server, tool);
+  const report = await target.store.decide(decision, server, tool);
   if (report.tools.length === 0) {
     io.out(
       `nothing pending to ${decision} for ${tool === undefined ? `server "${server}"` : `${server} ${toolLabel(tool)}`}`,
@@ -152,13 +152,32 @@ async function decide(
   }
   const verb = decision === 'accept' ? 'accepted' : 'rejected';
   for (const decided of report.tools) io.out(`${verb} ${server} ${toolLabel(decided.tool)} (${decided.hash})`);
-  const signal = signalRunningProxy(options.configPath);
-  io.out(
-    signal.signalled
-      ? `signalled the running proxy (pid ${signal.pid}); it checks its servers' listings against the store now`
-      : `no running proxy signalled (pid file ${signal.reason}); the decision applies at its next start or SIGHUP`,
-  );
+  io.out(target.afterDecision());
   return PINS_EXIT.done;
+}
+
+/** The store a pins command works on, opened by its front end, and how a decision reaches the running process. */
+export interface PinsTarget {
+  readonly store: PinStore;
+  /** Tells the running process the store changed (or says how it will learn), in one line for the operator. */
+  afterDecision(): string;
+  /** Closes what opening the target opened. */
+  close(): Promise<void> | void;
+}
+
+/** Options of {@link runPinsCommand}: a front end's name, help and store. */
+export interface RunPinsCommandOptions {
+  /** The arguments after `pins`. */
+  readonly argv: readonly string[];
+  readonly io: PinsIo;
+  /** How the command is invoked, for messages (`extensible-mcp pins`). */
+  readonly name: string;
+  readonly help: string;
+  /** Opens the store the flags name, or says in words why not (a usage error). */
+  open(flags: {
+    readonly config?: string;
+    readonly store?: string;
+  }): Promise<PinsTarget | string> | PinsTarget | string;
 }
 
 /**
@@ -168,9 +187,62 @@ async function decide(
  * path holds a pin store. Exit codes: 0 done, 1 nothing pending, 2 bad usage or config.
  */
 export async function runPins(options: RunPinsOptions): Promise<number> {
-  const { io } = options;
+  return runPinsCommand({
+    argv: options.argv,
+    io: options.io,
+    name: 'extensible-mcp pins',
+    help: pinsHelp,
+    open: (flags) => openProxyTarget(flags, options.env),
+  });
+}
+
+/** The proxy's store, found as the proxy finds it; a decision is signalled to the proxy on that config. */
+async function openProxyTarget(
+  flags: { readonly config?: string; readonly store?: string },
+  env: ProxyEnv,
+): Promise<PinsTarget | string> {
+  try {
+    const configPath = resolveConfigPath({
+      ...(flags.config !== undefined && { flag: flags.config }),
+      ...(env.configPath !== undefined && { env: env.configPath }),
+    });
+    const location = parseStoreUrl(flags.store ?? env.store, configPath);
+    if (location.kind === 'memory') {
+      return 'a memory: store lives inside its proxy process only; pins commands need its sqlite:FILE store';
+    }
+    // Never create a store file here: a missing file means the wrong config or store, not an empty one.
+    if (location.kind === 'sqlite' && !existsSync(location.path)) {
+      return `no store at ${location.path}: has the proxy run with this config (or --store)?`;
+    }
+    const store =
+      location.kind === 'sqlite'
+        ? openSqlitePinStore({ path: location.path })
+        : await openPostgresPinStore({ url: location.url });
+    return {
+      store,
+      afterDecision() {
+        const signal = signalRunningProxy(configPath);
+        return signal.signalled
+          ? `signalled the running proxy (pid ${signal.pid}); it checks its servers' listings against the store now`
+          : `no running proxy signalled (pid file ${signal.reason}); the decision applies at its next start or SIGHUP`;
+      },
+      close: () => store.close(),
+    };
+  } catch (error) {
+    if (ProxyError.isInstance(error)) return error.message;
+    throw error;
+  }
+}
+
+/**
+ * The pins commands on any front end's store (the proxy's CLI, the household's): parses
+ * `list | diff | accept | reject`, opens the store through `open`, and runs the command. Exit
+ * codes: 0 done, 1 nothing pending, 2 bad usage or a store that cannot be opened.
+ */
+export async function runPinsCommand(options: RunPinsCommandOptions): Promise<number> {
+  const { io, name } = options;
   const usage = (message: string) => {
-    io.err(`extensible-mcp pins: ${message}\nRun extensible-mcp pins --help for usage.`);
+    io.err(`${name}: ${message}\nRun ${name} --help for usage.`);
     return PINS_EXIT.usage;
   };
   let parsed: ReturnType<typeof parsePinsArgs>;
@@ -181,7 +253,7 @@ export async function runPins(options: RunPinsOptions): Promise<number> {
   }
   const { values, positionals } = parsed;
   if (values.help) {
-    io.out(pinsHelp);
+    io.out(options.help);
     return PINS_EXIT.done;
   }
   const [command, server, tool, ...rest] = positionals;
@@ -207,35 +279,17 @@ export async function runPins(options: RunPinsOptions): Promise<number> {
   if (values.json && command !== 'list') return usage('--json is for pins list');
   if (values.all && command !== 'accept') return usage('--all is for pins accept');
 
-  let configPath: string;
-  let store: PinStore;
+  const target = await options.open({
+    ...(values.config !== undefined && { config: values.config }),
+    ...(values.store !== undefined && { store: values.store }),
+  });
+  if (typeof target === 'string') return usage(target);
   try {
-    configPath = resolveConfigPath({
-      ...(values.config !== undefined && { flag: values.config }),
-      ...(options.env.configPath !== undefined && { env: options.env.configPath }),
-    });
-    const location = parseStoreUrl(values.store ?? options.env.store, configPath);
-    if (location.kind === 'memory') {
-      return usage('a memory: store lives inside its proxy process only; pins commands need its sqlite:FILE store');
-    }
-    if (location.kind === 'postgres') store = await openPostgresPinStore({ url: location.url });
-    else {
-      // Never create a store here: a missing file means the wrong config or store, not an empty one.
-      if (!existsSync(location.path)) {
-        return usage(`no store at ${location.path}: has the proxy run with this config (or --store)?`);
-      }
-      store = openSqlitePinStore({ path: location.path });
-    }
-  } catch (error) {
-    if (ProxyError.isInstance(error)) return usage(error.message);
-    throw error;
-  }
-  try {
-    if (command === 'list') return await list(store, io, values.json);
+    if (command === 'list') return await list(target.store, io, values.json);
     if (server === undefined) return usage(`${command} needs a server name`);
-    if (command === 'diff') return await diff(store, io, server, tool);
-    return await decide(store, { io, configPath, decision: command, server, tool });
+    if (command === 'diff') return await diff(target.store, io, server, tool);
+    return await decide(target, { io, decision: command, server, tool });
   } finally {
-    await store.close();
+    await target.close();
   }
 }

@@ -92,6 +92,8 @@ export interface GatewayOptions {
    * changed or new definition is held until the operator accepts it. The owner closes it.
    */
   readonly pinStore?: PinStore;
+  /** The operator's pins command as a held tool's refusal and log line name it; default `extensible-mcp pins`. */
+  readonly pinReviewCommand?: string;
   /** Per-call downstream timeout; default 60 s. */
   readonly callTimeoutMs?: number;
   /** Timeout for connecting to a downstream and listing its tools; default 30 s. */
@@ -195,6 +197,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
         index: (server, tools) => search.list(server, tools),
         log,
         emit,
+        ...(options.pinReviewCommand !== undefined && { reviewCommand: options.pinReviewCommand }),
       })
     : undefined;
   /**

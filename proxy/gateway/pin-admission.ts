@@ -11,6 +11,8 @@ export interface PinAdmissionOptions {
   readonly index: (server: string, tools: readonly Tool[]) => void;
   readonly log: (line: string) => void;
   readonly emit: EventHook;
+  /** The operator's pins command, as refusals and log lines name it; default `extensible-mcp pins`. */
+  readonly reviewCommand?: string;
 }
 
 /** Tool-definition pinning between a server's listing and the index (SPEC §3.13, docs/pinning.md). */
@@ -26,9 +28,13 @@ export interface PinAdmission {
 }
 
 /** The model-facing refusal of a held tool: it names the review, never the held definition. */
-function refusalOf(server: string, held: { readonly tool: string; readonly reason: HoldReason }): string {
+function refusalOf(
+  server: string,
+  held: { readonly tool: string; readonly reason: HoldReason },
+  command: string,
+): string {
   const qualified = JSON.stringify(qualifyName(server, held.tool));
-  const review = `extensible-mcp pins diff ${server} ${held.tool}`;
+  const review = `${command} diff ${server} ${held.tool}`;
   switch (held.reason) {
     case 'changed':
       return `The definition of ${qualified} changed and is held for the operator's review (${review}).`;
@@ -40,11 +46,11 @@ function refusalOf(server: string, held: { readonly tool: string; readonly reaso
 }
 
 /** How the log names a hold: the tool, why, what moved, both hashes, and the command to review it. */
-function describeHold(server: string, held: HeldTool): string {
+function describeHold(server: string, held: HeldTool, command: string): string {
   const moved = held.diff.length === 0 ? '' : `: ${held.diff.map((change) => change.path || '(whole)').join(', ')}`;
   const hashes = `${held.hashes.pinned === undefined ? '' : `pinned ${held.hashes.pinned.slice(0, 12)}, `}listed ${held.hashes.listed.slice(0, 12)}`;
   const name = JSON.stringify(String(held.tool).slice(0, 80));
-  return `server "${server}": tool ${name} held (${held.reason}${moved}; ${hashes}); review it with extensible-mcp pins diff ${server}`;
+  return `server "${server}": tool ${name} held (${held.reason}${moved}; ${hashes}); review it with ${command} diff ${server}`;
 }
 
 /**
@@ -57,6 +63,7 @@ function describeHold(server: string, held: HeldTool): string {
  */
 export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
   const { store, index, log, emit } = options;
+  const command = options.reviewCommand ?? 'extensible-mcp pins';
   /** Each server's latest raw listing, for a re-admission. */
   const listings = new Map<string, readonly Tool[]>();
   /** What each server's latest admission held, by qualified name. */
@@ -73,11 +80,14 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
     }
     if (!admission.first) await store.hold(server, admission.held);
     if (listings.get(server) !== tools) return;
-    held.set(server, new Map(admission.held.map((tool) => [qualifyName(server, tool.tool), refusalOf(server, tool)])));
+    held.set(
+      server,
+      new Map(admission.held.map((tool) => [qualifyName(server, tool.tool), refusalOf(server, tool, command)])),
+    );
     index(server, admission.admitted);
     if (admission.first) log(`server "${server}": first listing, ${admission.firstPins.length} tools pinned`);
     for (const tool of admission.held) {
-      log(describeHold(server, tool));
+      log(describeHold(server, tool, command));
       const facts: ToolHeldFacts = {
         server,
         tool: tool.tool,

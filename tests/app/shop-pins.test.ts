@@ -1,0 +1,165 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { GET as stream } from '../../app/api/log/stream/route';
+import { readHouseholdEnv } from '../../lib/env';
+import type { HouseholdEvent } from '../../lib/events';
+import { runHouseholdCli } from '../../lib/household-cli';
+import { setHouseholdApp } from '../../lib/index';
+import { type HouseholdRuntime, startHouseholdRuntime } from '../../lib/runtime';
+import { generateShopPins, shopPinsFile } from '../../lib/shop-pins';
+import { connectInMemory, readPinsFile } from '../../proxy/index';
+import {
+  createDeterministicClerk,
+  createShop,
+  createShopServer,
+  loadOrCreateMerchantKey,
+  openOrderStore,
+} from '../../shop-agent/index';
+import { textOf } from '../proxy/helpers';
+import { createFakeApp, createFakeChat, readEvents, request } from './fake-chat';
+
+// The demo's shop pins (issue 30, docs/pinning.md): the shipped file is what the shipped shop
+// lists, and a household checks its shop's first listing against it, so an upgraded shop's new or
+// changed tool is held for the operator's upgrade step, never found or called by a model.
+
+describe('shop-agent/pins.json', () => {
+  it('equals what npm run pins:shop generates from the current shop agent (regenerate it after changing a shop tool)', async () => {
+    expect(readPinsFile(shopPinsFile)).toEqual(await generateShopPins());
+  }, 60_000);
+});
+
+describe('an upgraded shop in the household', () => {
+  let dataDir: string;
+  let runtime: HouseholdRuntime;
+  let client: Client;
+  let closeOrders: () => void = () => undefined;
+  const events: HouseholdEvent[] = [];
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'shop-pins-'));
+    // The shipped shop, upgraded: one tool added. And the shipped pins, except that the `negotiate`
+    // the file fixed is not the one this shop lists (as after an upgrade that reworded it).
+    const key = await loadOrCreateMerchantKey(join(dataDir, 'shop'));
+    const orders = openOrderStore(join(dataDir, 'shop', 'orders.sqlite'));
+    closeOrders = () => orders.close();
+    const shop = createShop({
+      key,
+      orders,
+      clerk: createDeterministicClerk(),
+      merchantName: 'Main Street Pizza',
+      settlementDid: undefined,
+    });
+    const server = createShopServer({ shop });
+    server.registerTool(
+      'refund',
+      { description: 'Refund an order to the card that paid it.', inputSchema: z.object({ orderId: z.string() }) },
+      () => ({ content: [{ type: 'text', text: 'refunded' }] }),
+    );
+    const shipped = readPinsFile(shopPinsFile);
+    const shopPins = { servers: { pizza: { ...shipped.servers.pizza, negotiate: 'e'.repeat(64) } } };
+    runtime = await startHouseholdRuntime({
+      env: readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }),
+      shop: { kind: 'in-process', server },
+      shopPins,
+      embeddings: false,
+      onEvent: (event) => events.push(event),
+    });
+    client = await connectInMemory(runtime.gateway, { name: 'shop-pins-test', principal: { id: 'test' } });
+    setHouseholdApp({ ...createFakeApp(createFakeChat()), log: runtime.audit });
+  }, 60_000);
+  afterAll(async () => {
+    setHouseholdApp(undefined);
+    await client?.close();
+    await runtime?.close();
+    closeOrders();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const search = async (query: string) => {
+    const result = (await client.callTool({
+      name: 'search_tools',
+      arguments: { query, top_k: 50 },
+    })) as CallToolResult;
+    return textOf(result);
+  };
+  const call = async (tool: string, args: Record<string, unknown> = {}) =>
+    (await client.callTool({ name: 'call_tool', arguments: { tool_name: tool, arguments: args } })) as CallToolResult;
+
+  it('holds the added and the changed tool at the first listing, each a tool-held event', () => {
+    const held = events.filter((event) => event.kind === 'tool-held');
+    expect(held.map((event) => [event.data?.tool, event.data?.reason]).sort()).toEqual([
+      ['negotiate', 'changed'],
+      ['refund', 'new'],
+    ]);
+    expect(held.find((event) => event.data?.tool === 'negotiate')?.data).toMatchObject({
+      server: 'pizza',
+      pinned: 'e'.repeat(64),
+    });
+  });
+
+  it('does not index them, and refuses a call naming the review; the shop’s other tools keep working', async () => {
+    const found = await search('refund negotiate discount order menu');
+    expect(found).not.toContain('pizza__refund');
+    expect(found).not.toContain('pizza__negotiate');
+    expect(found).toContain('pizza__get_menu');
+
+    const refund = await call('pizza__refund');
+    expect(refund.isError).toBe(true);
+    expect(textOf(refund)).toBe(
+      '"pizza__refund" is new to server "pizza" and is held for the operator\'s review (npm run household -- pins diff pizza refund).',
+    );
+    const negotiate = await call('pizza__negotiate');
+    expect(negotiate.isError).toBe(true);
+    expect(textOf(negotiate)).toContain("changed and is held for the operator's review");
+
+    const menu = await call('pizza__get_menu');
+    expect(menu.isError).not.toBe(true);
+    // The merchant was pinned through `merchant_card`, which matched its shipped pin.
+    expect(runtime.merchant?.name).toBe('Main Street Pizza');
+  });
+
+  it('puts the holds on the live log’s event stream', async () => {
+    const response = await stream(request('/api/log/stream?kind=tool-held', { method: 'GET', origin: null }));
+    expect(response.status).toBe(200);
+    const rows = await readEvents<HouseholdEvent>(response, (seen) => seen.length >= 2);
+    expect(rows.map((row) => row.data.data?.tool).sort()).toEqual(['negotiate', 'refund']);
+    expect(rows.every((row) => row.data.outcome === 'deny')).toBe(true);
+  });
+
+  it('is accepted by the operator with npm run household -- pins accept, then found and called', async () => {
+    vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
+    try {
+      const household = async (...argv: string[]) => {
+        const lines: string[] = [];
+        const code = await runHouseholdCli(['pins', ...argv], (line) => lines.push(line));
+        return { code, out: lines.join('\n') };
+      };
+      const listed = await household('list');
+      expect(listed.code).toBe(0);
+      expect(listed.out).toMatch(/^pizza refund pending-new listed [0-9a-f]{12}$/m);
+      expect(listed.out).toMatch(/^pizza negotiate pending-changed pinned eeeeeeeeeeee listed [0-9a-f]{12}$/m);
+      const shown = await household('diff', 'pizza', 'refund');
+      expect(shown.code).toBe(0);
+      expect(shown.out).toContain('Refund an order to the card that paid it.');
+      // Accepting everything is never the default.
+      expect((await household('accept', 'pizza')).code).toBe(2);
+      const accepted = await household('accept', 'pizza', 'refund');
+      expect(accepted.code).toBe(0);
+      expect(accepted.out).toMatch(/^accepted pizza refund \([0-9a-f]{64}\)$/m);
+      expect((await household('accept', 'pizza', 'refund')).code).toBe(1);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+    // What a restart does: the shop's listing checked against the store as it is now.
+    await runtime.gateway.readmitPins();
+    expect(await search('refund an order')).toContain('pizza__refund');
+    const refund = await call('pizza__refund', { orderId: 'order-1' });
+    expect(textOf(refund)).toBe('refunded');
+    // The one not accepted is still held.
+    expect((await call('pizza__negotiate')).isError).toBe(true);
+  });
+});
