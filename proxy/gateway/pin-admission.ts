@@ -11,6 +11,11 @@ export interface PinAdmissionOptions {
   readonly index: (server: string, tools: readonly Tool[]) => void;
   readonly log: (line: string) => void;
   readonly emit: EventHook;
+  /**
+   * How a client names `server`'s `tool`: in the refusals and the events. Default
+   * `{server}__{tool}` (search mode); transparent mode passes the bare name its client sees.
+   */
+  readonly qualify?: (server: string, tool: string) => string;
 }
 
 /** Tool-definition pinning between a server's listing and the index (SPEC §3.13, docs/pinning.md). */
@@ -26,8 +31,12 @@ export interface PinAdmission {
 }
 
 /** The model-facing refusal of a held tool: it names the review, never the held definition. */
-function refusalOf(server: string, held: { readonly tool: string; readonly reason: HoldReason }): string {
-  const qualified = JSON.stringify(qualifyName(server, held.tool));
+function refusalOf(
+  server: string,
+  held: { readonly tool: string; readonly reason: HoldReason },
+  qualify: (server: string, tool: string) => string,
+): string {
+  const qualified = JSON.stringify(qualify(server, held.tool));
   const review = `extensible-mcp pins diff ${server} ${held.tool}`;
   switch (held.reason) {
     case 'changed':
@@ -57,6 +66,7 @@ function describeHold(server: string, held: HeldTool): string {
  */
 export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
   const { store, index, log, emit } = options;
+  const qualify = options.qualify ?? qualifyName;
   /** Each server's latest raw listing, for a re-admission. */
   const listings = new Map<string, readonly Tool[]>();
   /** What each server's latest admission held, by qualified name. */
@@ -73,7 +83,10 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
     }
     if (!admission.first) await store.hold(server, admission.held);
     if (listings.get(server) !== tools) return;
-    held.set(server, new Map(admission.held.map((tool) => [qualifyName(server, tool.tool), refusalOf(server, tool)])));
+    held.set(
+      server,
+      new Map(admission.held.map((tool) => [qualify(server, tool.tool), refusalOf(server, tool, qualify)])),
+    );
     index(server, admission.admitted);
     if (admission.first) log(`server "${server}": first listing, ${admission.firstPins.length} tools pinned`);
     for (const tool of admission.held) {
@@ -91,7 +104,7 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
         scope: 'none',
         pipeline: 'listing',
         filter: 'toolPins',
-        tool: qualifyName(server, tool.tool),
+        tool: qualify(server, tool.tool),
         decision: 'deny',
         reason: `tool-held: ${tool.reason}`,
         durationUs: 0,
