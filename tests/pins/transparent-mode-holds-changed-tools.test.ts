@@ -2,18 +2,18 @@
  * Issue 30 acceptance, transparent mode (SPEC §3.13, docs/pinning.md): the real
  * `mcp-elicitation-proxy` over stdio serves a real upstream process that changes a tool's
  * description after its first listing (a rug pull announced with `tools/list_changed`). For a
- * 2025-11-25 client and a 2026-07-28 client alike, the changed tool then disappears from the
+ * 2025-11-25 client and a 2026-07-28 client alike, over stdio and over Streamable HTTP, the changed tool then disappears from the
  * client's `tools/list` with `list_changed` sent, a call to it is refused naming the pending
  * review (never echoing the new text), the rest keeps working, and after `extensible-mcp pins
  * accept … --config <the yaml>` it is listed and callable again with no restart.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanupStack } from '../gateway/support';
-import { startStdioProxy } from '../transparent/cli-process';
+import { startHttpProxy, startStdioProxy } from '../transparent/cli-process';
 import type { ListedTool } from './fixtures/changing-server';
 import { runPins, scratchFolder, stdioServer, textOf, writeListing } from './fixtures/pinned-proxy';
 
@@ -71,7 +71,8 @@ async function heldUntilAccepted(options: {
   readonly client: Client;
   readonly config: string;
   readonly listing: string;
-  readonly proxy: ReturnType<typeof startStdioProxy>;
+  /** The proxy process: its pid and its stderr. */
+  readonly proxy: Pick<ReturnType<typeof startStdioProxy>, 'child' | 'log'>;
 }): Promise<void> {
   const { client, config, listing, proxy } = options;
   const changes = listChanges(client);
@@ -115,7 +116,7 @@ async function heldUntilAccepted(options: {
 }
 
 describe('transparent mode holds a changed upstream tool until the operator accepts it', () => {
-  it('for a 2025-11-25 client', async () => {
+  it('for a 2025-11-25 client over stdio', async () => {
     const { config, listing } = transparentSetup();
     const proxy = startStdioProxy(config);
     cleanups.push(() => proxy.child.kill('SIGKILL'));
@@ -126,7 +127,7 @@ describe('transparent mode holds a changed upstream tool until the operator acce
     await heldUntilAccepted({ client, config, listing, proxy });
   });
 
-  it('for a 2026-07-28 client', async () => {
+  it('for a 2026-07-28 client over stdio', async () => {
     const { config, listing } = transparentSetup();
     const proxy = startStdioProxy(config);
     cleanups.push(() => proxy.child.kill('SIGKILL'));
@@ -135,6 +136,33 @@ describe('transparent mode holds a changed upstream tool until the operator acce
       { versionNegotiation: { mode: { pin: '2026-07-28' } } },
     );
     await client.connect(proxy.transport);
+    cleanups.push(() => client.close());
+    expect(client.getProtocolEra()).toBe('modern');
+    const subscription = await client.listen({ toolsListChanged: true });
+    cleanups.push(() => subscription.close());
+    await heldUntilAccepted({ client, config, listing, proxy });
+  });
+
+  it('for a 2025-11-25 client over Streamable HTTP', async () => {
+    const { config, listing } = transparentSetup();
+    const proxy = await startHttpProxy(config);
+    cleanups.push(() => proxy.stop());
+    const client = new Client({ name: 'pins-2025-http', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(proxy.url)));
+    cleanups.push(() => client.close());
+    expect(client.getProtocolEra()).toBe('legacy');
+    await heldUntilAccepted({ client, config, listing, proxy });
+  });
+
+  it('for a 2026-07-28 client over Streamable HTTP', async () => {
+    const { config, listing } = transparentSetup();
+    const proxy = await startHttpProxy(config);
+    cleanups.push(() => proxy.stop());
+    const client = new Client(
+      { name: 'pins-2026-http', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    await client.connect(new StreamableHTTPClientTransport(new URL(proxy.url)));
     cleanups.push(() => client.close());
     expect(client.getProtocolEra()).toBe('modern');
     const subscription = await client.listen({ toolsListChanged: true });
