@@ -73,6 +73,8 @@ async function heldUntilAccepted(options: {
   readonly listing: string;
   /** The proxy process: its pid and its stderr. */
   readonly proxy: Pick<ReturnType<typeof startStdioProxy>, 'child' | 'log'>;
+  /** Runs just before `pins accept` (a test breaks the config there). */
+  readonly beforeAccept?: () => void;
 }): Promise<void> {
   const { client, config, listing, proxy } = options;
   const changes = listChanges(client);
@@ -104,6 +106,7 @@ async function heldUntilAccepted(options: {
   expect(diff.stdout).toMatch(/^ {2}changed \/description$/m);
   expect(diff.stdout).toContain(injected);
 
+  options.beforeAccept?.();
   const backNotice = changes.next();
   const accepted = await runPins(config, ['accept', 'shop', 'lookup']);
   expect(accepted.code).toBe(0);
@@ -142,6 +145,32 @@ describe('transparent mode holds a changed upstream tool until the operator acce
     cleanups.push(() => subscription.close());
     await heldUntilAccepted({ client, config, listing, proxy });
   });
+
+  for (const era of ['2025-11-25', '2026-07-28'] as const) {
+    it(`for a ${era} client over stdio, even when the YAML no longer loads at the SIGHUP`, async () => {
+      const { config, listing } = transparentSetup();
+      const proxy = startStdioProxy(config);
+      cleanups.push(() => proxy.child.kill('SIGKILL'));
+      const client = new Client(
+        { name: 'pins-broken-config', version: '1.0.0' },
+        era === '2026-07-28' ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : {},
+      );
+      await client.connect(proxy.transport);
+      cleanups.push(() => client.close());
+      if (era === '2026-07-28') {
+        const subscription = await client.listen({ toolsListChanged: true });
+        cleanups.push(() => subscription.close());
+      }
+      await heldUntilAccepted({
+        client,
+        config,
+        listing,
+        proxy,
+        beforeAccept: () => writeFileSync(config, 'upstream: [not yaml\n'),
+      });
+      await proxy.log.waitFor(/reload failed, still running the previous config: .*invalid YAML/);
+    });
+  }
 
   it('for a 2025-11-25 client over Streamable HTTP', async () => {
     const { config, listing } = transparentSetup();
