@@ -8,6 +8,7 @@ import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
 import { createStatelessLeg } from '../meta-tools/stateless-search-mode-server';
+import type { PinStore } from '../pins/types';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
 import { loadTransparentConfig } from '../transparent/load-transparent-config';
@@ -17,8 +18,10 @@ import {
   relayChangeEvents,
   type TransparentRequests,
 } from '../transparent/transparent-requests';
+import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
+import { describeStore, openPinStore, parseStoreUrl, type StoreLocation } from './store-url';
 import { readTransparentEnv } from './transparent-env';
 
 /** Where the CLI reads and writes; defaults to the process's own streams and environment. */
@@ -63,6 +66,8 @@ Options:
   --allowed-host H:P   Also accept this Host header (repeatable), e.g. behind a reverse proxy.
   --max-sessions N     HTTP sessions (and so upstream connections) open at once (default 16); a new
                        one closes the least recently used idle session, or is refused when all are busy.
+  --store URL          Where tool definitions are pinned: sqlite:FILE (default: proxy.sqlite beside
+                       the config, shared with extensible-mcp pins) or memory: (for this process only).
   --http-tokens FILE   Inbound clients' bearer tokens for --http (name=token lines; each token 16+
                        characters): a client must present one, and its name is its principal. Without
                        it there is no authentication: every HTTP client is the principal "anonymous".
@@ -71,6 +76,12 @@ Options:
 Calls: a client may call any tool the upstream lists without listing first (clients cache lists);
 what filters.access_control hides (tools, deny_resources, deny_prompts) is neither listed nor
 callable, and each refusal is an event.
+
+Tool pinning: the upstream's first listing is pinned in the store under proxy.name (every
+definition, hashed). A later definition that differs, or a new tool name, is left out of tools/list
+and refused if called, named in the log, until the operator runs
+extensible-mcp pins accept <proxy.name> <tool> --config FILE; that command signals this proxy (its
+pid file, FILE.pid), which checks the listings again and tells its clients the list changed.
 
 Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
 upstream is re-pointed (a new connection per session; the old one closes when its calls end; a
@@ -90,6 +101,7 @@ interface TransparentFlags {
   readonly 'allowed-host'?: string[] | undefined;
   readonly 'max-sessions'?: string | undefined;
   readonly 'http-tokens'?: string | undefined;
+  readonly store?: string | undefined;
 }
 
 function wholeNumber(value: string | undefined, fallback: number, minimum: number): number | undefined {
@@ -123,6 +135,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
         'allowed-host': { type: 'string', multiple: true },
         'max-sessions': { type: 'string' },
         'http-tokens': { type: 'string' },
+        store: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -157,9 +170,12 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
 
   let config: TransparentConfig;
   let inboundTokens: readonly InboundToken[] | undefined;
+  let store: StoreLocation;
   try {
     config = await loadTransparentConfig(configPath, env.variables);
     if (flags['http-tokens'] !== undefined) inboundTokens = readInboundTokens(flags['http-tokens']);
+    // The same store as search mode's, found the same way, so extensible-mcp pins --config finds it.
+    store = parseStoreUrl(flags.store, configPath);
   } catch (error) {
     if (ProxyError.isInstance(error)) {
       say(error.message);
@@ -168,13 +184,26 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     throw error;
   }
 
+  // Tool pins (SPEC §3.13): the upstream is pinned under proxy.name, so `pins diff <proxy.name>` reviews it.
+  let pinStore: PinStore;
+  try {
+    pinStore = await openPinStore(store);
+  } catch (error) {
+    if (!ProxyError.isInstance(error)) throw error;
+    say(error.message);
+    return TRANSPARENT_EXIT.usage;
+  }
+  say(`store: ${describeStore(store)}; the upstream's tools are pinned as server "${config.proxy.name}"`);
+  if (store.kind === 'memory') {
+    say('pins: memory: tool pins live for this process only; every start trusts the first listing again');
+  }
   const live = new Set<TransparentProxy>();
   // The face for 2026-07-28 requests, on either transport. The upstream's list changes reach 2026
   // clients' listen streams through one bus (SPEC §3.11).
   const bus = new InMemoryServerEventBus();
-  const requests = createTransparentRequests({ config, log: say, bus });
+  const requests = createTransparentRequests({ config, log: say, bus, pinStore });
   const open = (principal: Principal): TransparentProxy => {
-    const proxy = createTransparentProxy({ config, principal, log: say });
+    const proxy = createTransparentProxy({ config, principal, log: say, pinStore });
     live.add(proxy);
     void proxy.closed.then(() => live.delete(proxy));
     return proxy;
@@ -185,33 +214,54 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   let reloading: Promise<void> = Promise.resolve();
   const onHangup = () => {
     say('SIGHUP: re-reading the config');
-    reloading = reloading.then(async () => {
-      let next: TransparentConfig;
-      try {
-        next = await loadTransparentConfig(configPath, env.variables);
-      } catch (error) {
-        say(
-          `reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`,
-        );
-        return;
-      }
-      const outcomes = await Promise.allSettled([...live].map((proxy) => proxy.reload(next)));
-      const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason] : []));
-      if (failures.length > 0) {
-        const reason = failures[0] instanceof Error ? failures[0].message : String(failures[0]);
-        say(
-          `reload failed for ${failures.length} of ${outcomes.length} sessions, which keep the previous config: ${reason}`,
-        );
-        return;
-      }
-      config = next;
-      // 2026 requests use the new config from the next request on; the old connections close
-      // after a grace that lets the calls in flight on them finish.
-      requests.reload(next);
-      say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
-    });
+    reloading = reloading.then(reload).then(readmit);
+  };
+  /** Re-reads the config and applies it to every session and to the 2026 face. */
+  const reload = async () => {
+    let next: TransparentConfig;
+    try {
+      next = await loadTransparentConfig(configPath, env.variables);
+    } catch (error) {
+      say(
+        `reload failed, still running the previous config: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      return;
+    }
+    const outcomes = await Promise.allSettled([...live].map((proxy) => proxy.reload(next)));
+    const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason] : []));
+    if (failures.length > 0) {
+      const reason = failures[0] instanceof Error ? failures[0].message : String(failures[0]);
+      say(
+        `reload failed for ${failures.length} of ${outcomes.length} sessions, which keep the previous config: ${reason}`,
+      );
+      return;
+    }
+    config = next;
+    // 2026 requests use the new config from the next request on; the old connections close
+    // after a grace that lets the calls in flight on them finish.
+    requests.reload(next);
+    say(`reloaded: serving ${describeUpstream(config.upstream)} as "${config.proxy.name}"`);
+  };
+  /**
+   * Every upstream connection's last listing admitted again against the store as it is now, even
+   * when the config no longer loads: how `pins accept` reaches this process without a restart.
+   */
+  const readmit = async () => {
+    await Promise.allSettled([...[...live].map((proxy) => proxy.readmitPins()), requests.readmitPins()]);
+    say("pins: re-checked the upstream's listings against the store");
   };
   process.on('SIGHUP', onHangup);
+  // The pid file lets `pins accept` signal this process. Several stdio proxies may serve one config
+  // (one per client): the first holds it, the others re-check their pins at their own SIGHUP.
+  let pidFile: HeldPidFile | undefined;
+  try {
+    pidFile = acquirePidFile(configPath);
+  } catch (error) {
+    if (!ProxyError.isInstance(error)) throw error;
+    say(
+      `another proxy holds the pid file of ${configPath}: pins accept signals that one; this one re-checks its pins at its own SIGHUP`,
+    );
+  }
   try {
     return flags.http === true
       ? await serveOverHttp({
@@ -238,7 +288,9 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
         });
   } finally {
     process.off('SIGHUP', onHangup);
+    pidFile?.release();
     await reloading;
+    await pinStore.close();
   }
 }
 

@@ -6,7 +6,7 @@ import { type DiscoveryStore, memoryDiscoveryStore } from '../gateway/discovery-
 import { createPostgresDiscoveryStore, postgresDiscoveryStoreMigrations } from '../gateway/postgres-discovery-store';
 import { openSqliteDiscoveryStore } from '../gateway/sqlite-discovery-store';
 import { createInputRounds, type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
-import { createPostgresPinStore, postgresPinStoreMigrations } from '../pins/postgres-pin-store';
+import { createPostgresPinStore, openPostgresPinStore, postgresPinStoreMigrations } from '../pins/postgres-pin-store';
 import { openSqlitePinStore } from '../pins/sqlite-pin-store';
 import type { PinStore } from '../pins/types';
 import { openPostgresPool } from '../store/open-postgres-pool';
@@ -118,6 +118,15 @@ export async function openProxyStores(location: StoreLocation, stateKeyPath?: st
     rounds: createInputRounds({ key, ledger: createPostgresSpentLedger(pool) }),
     close: () => pool.end(),
   };
+}
+
+/**
+ * Opens only the pin store at `location` (transparent mode, which keeps no discovery scopes): the
+ * same tables as {@link openProxyStores} opens, so the pins commands find them. The caller closes it.
+ */
+export function openPinStore(location: StoreLocation): Promise<PinStore> | PinStore {
+  if (location.kind === 'postgres') return openPostgresPinStore({ url: location.url });
+  return openSqlitePinStore({ path: location.kind === 'memory' ? ':memory:' : location.path });
 }
 
 /** Reads the request-state key at `keyPath`, creating it first if it does not exist (`wx`: two replicas starting at once keep one). */

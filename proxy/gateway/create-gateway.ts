@@ -94,6 +94,11 @@ export interface GatewayOptions {
   readonly pinStore?: PinStore;
   /** The operator's pins command as a held tool's refusal and log line name it; default `extensible-mcp pins`. */
   readonly pinReviewCommand?: string;
+  /**
+   * The face's listing connections may hold tools (transparent mode's pinning, SPEC §3.13): a call
+   * to a tool its `ListingConnection.held` names is refused with that review message.
+   */
+  readonly listingHolds?: boolean;
   /** Per-call downstream timeout; default 60 s. */
   readonly callTimeoutMs?: number;
   /** Timeout for connecting to a downstream and listing its tools; default 30 s. */
@@ -210,6 +215,10 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
   function heldTools(filters: FilterOptions): CallFilter {
     const visible = accessPredicate(filters.accessControl ?? {});
     return function toolPins(request, context) {
+      if (context.listing !== undefined) {
+        const reason = context.listing.held?.(request.tool);
+        return reason === undefined ? { decision: 'allow' } : { decision: 'deny', reason };
+      }
       const held = context.listing === undefined ? pins?.refusal(request.tool) : undefined;
       if (held === undefined || !visible(request.tool, held.server)) return { decision: 'allow' };
       return { decision: 'deny', reason: held.reason };
@@ -241,7 +250,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
       ] as SearchFilter[],
       call: [
         access.call,
-        ...(pins ? [heldTools(filters)] : []),
+        ...(pins || options.listingHolds === true ? [heldTools(filters)] : []),
         discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),

@@ -13,6 +13,11 @@ export interface PinAdmissionOptions {
   readonly emit: EventHook;
   /** The operator's pins command, as refusals and log lines name it; default `extensible-mcp pins`. */
   readonly reviewCommand?: string;
+  /**
+   * How a client names `server`'s `tool`: in the refusals and the events. Default
+   * `{server}__{tool}` (search mode); transparent mode passes the bare name its client sees.
+   */
+  readonly qualify?: (server: string, tool: string) => string;
 }
 
 /** Tool-definition pinning between a server's listing and the index (SPEC §3.13, docs/pinning.md). */
@@ -32,8 +37,9 @@ function refusalOf(
   server: string,
   held: { readonly tool: string; readonly reason: HoldReason },
   command: string,
+  qualify: (server: string, tool: string) => string,
 ): string {
-  const qualified = JSON.stringify(qualifyName(server, held.tool));
+  const qualified = JSON.stringify(qualify(server, held.tool));
   const review = `${command} diff ${server} ${held.tool}`;
   switch (held.reason) {
     case 'changed':
@@ -64,6 +70,7 @@ function describeHold(server: string, held: HeldTool, command: string): string {
 export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
   const { store, index, log, emit } = options;
   const command = options.reviewCommand ?? 'extensible-mcp pins';
+  const qualify = options.qualify ?? qualifyName;
   /** Each server's latest raw listing, for a re-admission. */
   const listings = new Map<string, readonly Tool[]>();
   /** What each server's latest admission held, by qualified name. */
@@ -82,7 +89,7 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
     if (listings.get(server) !== tools) return;
     held.set(
       server,
-      new Map(admission.held.map((tool) => [qualifyName(server, tool.tool), refusalOf(server, tool, command)])),
+      new Map(admission.held.map((tool) => [qualify(server, tool.tool), refusalOf(server, tool, command, qualify)])),
     );
     index(server, admission.admitted);
     if (admission.first) log(`server "${server}": first listing, ${admission.firstPins.length} tools pinned`);
@@ -101,7 +108,7 @@ export function createPinAdmission(options: PinAdmissionOptions): PinAdmission {
         scope: 'none',
         pipeline: 'listing',
         filter: 'toolPins',
-        tool: qualifyName(server, tool.tool),
+        tool: qualify(server, tool.tool),
         decision: 'deny',
         reason: `tool-held: ${tool.reason}`,
         durationUs: 0,

@@ -268,6 +268,8 @@ export interface ListingConnection {
    */
   find(tool: string): Promise<Tool | undefined>;
   call(tool: string, args: Record<string, unknown>, context: CallContext): Promise<CallToolResult>;
+  /** The refusal of a call to `tool` while this listing holds it for review (SPEC §3.13); else `undefined`. */
+  held?(tool: string): string | undefined;
 }
 
 /** What {@link Gateway.admit} connected. */

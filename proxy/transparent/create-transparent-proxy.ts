@@ -30,6 +30,7 @@ import type {
   ProxyEvent,
   ServerFacts,
 } from '../gateway/types';
+import type { PinStore } from '../pins/types';
 import {
   connectUpstream,
   createUpstreamTransport,
@@ -38,6 +39,7 @@ import {
   upstreamNegotiation,
 } from './create-upstream-transport';
 import { InitializeGate, type InitializeMessage } from './initialize-gate';
+import { createPinnedCatalog, type PinnedCatalog } from './pinned-catalog';
 import { toWireError } from './to-wire-error';
 import type { TransparentConfig, UpstreamConfig } from './transparent-config';
 
@@ -67,6 +69,12 @@ export interface TransparentProxyOptions {
   readonly upstreamStderr?: UpstreamTransportOptions['stderr'];
   /** Diagnostics sink; the CLI writes to stderr (stdout is the MCP channel). */
   readonly log?: (line: string) => void;
+  /**
+   * Where tool definitions are pinned (SPEC §3.13, docs/pinning.md): every listing of the upstream
+   * is admitted against it under `proxy.name`, and a changed or new definition is neither listed
+   * nor callable until the operator accepts it. The owner closes it.
+   */
+  readonly pinStore?: PinStore;
   /**
    * The call pipeline's other filters and the event hook (SPEC §3.6): transparent `tools/call`
    * runs access control → discovery gate → `rego_policy` → elicitation → extra filters → router,
@@ -101,6 +109,11 @@ export interface TransparentProxy {
    * (the new upstream unreachable) changes nothing and throws.
    */
   reload(config: TransparentConfig): Promise<void>;
+  /**
+   * Admits the upstream's last listing again against the pin store as it is now (SIGHUP, after
+   * `pins accept`); the client is told the list changed when what it may see did.
+   */
+  readmitPins(): Promise<void>;
   /** Closes both sides; safe to call at any time, any number of times. */
   close(): Promise<void>;
   /** Settles once the proxy has stopped. */
@@ -144,6 +157,7 @@ export function transparentGateway(
     ...filters,
     accessControl: toolAccess(config, options),
     embeddings: false,
+    listingHolds: options.pinStore !== undefined,
     logger: {
       info: log,
       error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
@@ -220,6 +234,8 @@ export interface ListingSide {
   readonly emit: (event: Pick<ProxyEvent, 'filter' | 'tool' | 'decision' | 'reason'>) => void;
   /** Sends a request to the upstream that serves this client (raw result, unknown fields kept). */
   readonly forward: (method: string, params: unknown, ctx: ServerContext) => Promise<Result>;
+  /** With pins: the catalog of the upstream connection serving this request, whose admission `tools/list` shows. */
+  readonly catalog?: (ctx: ServerContext) => Promise<PinnedCatalog>;
 }
 
 /**
@@ -232,10 +248,16 @@ export function registerListingHandlers(target: Server, capabilities: ServerCapa
     // The raw result, validated only as "an object": the SDK's typed schema would drop unknown tool fields.
     const result = await side.forward('tools/list', request.params, ctx);
     if (!Array.isArray(result.tools)) return result as ListToolsResult;
+    // Held tools are not listed (SPEC §3.13): only a definition the pins admitted, checked against
+    // the whole listing (a page alone cannot tell a held tool from an admitted one).
+    const catalog = await side.catalog?.(ctx);
+    await catalog?.tools(false);
     // Hidden tools are not listed (SPEC §3.5); everything else is the upstream's, byte for byte.
     return {
       ...result,
-      tools: (result.tools as Tool[]).filter((tool) => typeof tool?.name !== 'string' || side.access().tool(tool.name)),
+      tools: (result.tools as Tool[]).filter(
+        (tool) => typeof tool?.name !== 'string' || (side.access().tool(tool.name) && (catalog?.admits(tool) ?? true)),
+      ),
     };
   });
   /**
@@ -354,11 +376,12 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   /** The client's `tools/call` requests in flight: an upstream request is relayed tied to the latest. */
   const callsInFlight: { readonly id: RequestId; readonly tool: string }[] = [];
   /**
-   * The upstream's current tools by name, as it last listed them on the connection in use: what
-   * the gateway stamps a call from. Filled by a client's `tools/list` or by the proxy's own when a
-   * call names a tool it has not seen (a client need not list first); cleared on `list_changed`.
+   * The upstream's current tools, as it last listed them on the connection in use and the pins
+   * admitted them: what the gateway stamps a call from and what `tools/list` may show. Listed by a
+   * client's `tools/list` or by the proxy's own when a call names a tool it has not seen (a client
+   * need not list first); listed again on `list_changed`.
    */
-  let catalog: { readonly client: Client; readonly tools: Map<string, Tool> } | undefined;
+  let catalog: { readonly client: Client; readonly tools: PinnedCatalog } | undefined;
   /** Calls in flight per upstream connection; a retired one closes when its count reaches zero. */
   const busy = new Map<Client, number>();
   const retired = new Set<Client>();
@@ -388,13 +411,20 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     }
   }
 
-  /** The catalog of the connection in use, listed afresh when it is missing or stale. */
-  async function currentCatalog(refresh: boolean): Promise<Map<string, Tool>> {
+  /** The catalog of the connection in use. */
+  function currentCatalog(): PinnedCatalog {
     const client = current();
-    if (catalog?.client === client && !refresh) return catalog.tools;
-    const tools = new Map((await listAllTools(client)).map((tool) => [tool.name, tool]));
-    if (client === upstream?.client) catalog = { client, tools };
-    return tools;
+    if (catalog?.client !== client) {
+      const tools = createPinnedCatalog({
+        list: () => listAllTools(client),
+        server: config.proxy.name,
+        store: options.pinStore,
+        log,
+        emit: (event) => options.gateway?.onEvent?.(event),
+      });
+      catalog = { client, tools };
+    }
+    return catalog.tools;
   }
 
   // The session's own upstream connection, reached only through the gateway's dispatch.
@@ -404,7 +434,11 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     },
     async find(tool) {
       // A tool the cached listing lacks may be new upstream: list once more before calling it unknown.
-      return (await currentCatalog(false)).get(tool) ?? (await currentCatalog(true)).get(tool);
+      const tools = currentCatalog();
+      return (await tools.tools(false)).get(tool) ?? (await tools.tools(true)).get(tool);
+    },
+    held(tool) {
+      return currentCatalog().held(tool);
     },
     async call(tool, args, context) {
       const request = inFlight.get(context);
@@ -494,8 +528,10 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
     );
     relayServerRequests(client, declared, relay);
     client.fallbackNotificationHandler = async (notification: Notification) => {
-      // The upstream's tools changed: the next call lists them afresh.
-      if (notification.method === 'notifications/tools/list_changed' && catalog?.client === client) catalog = undefined;
+      // The upstream's tools changed: listed afresh (at once with pins, so a hold is logged and refused now).
+      if (notification.method === 'notifications/tools/list_changed' && catalog?.client === client) {
+        catalog.tools.changed();
+      }
       if (client !== upstream?.client || !FORWARDED_NOTIFICATIONS.has(notification.method) || !clientReady) return;
       await server?.notification(notification as never).catch((error: unknown) => {
         log(`could not forward ${notification.method}: ${String(error)}`);
@@ -577,6 +613,7 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
       access: () => access,
       emit,
       forward: (method, params, ctx) => forward(method, params, { signal: ctx.mcpReq.signal }),
+      ...(options.pinStore !== undefined && { catalog: async () => currentCatalog() }),
     });
     target.fallbackNotificationHandler = async (notification: Notification) => {
       if (!CLIENT_NOTIFICATIONS.has(notification.method)) return;
@@ -647,6 +684,13 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   return {
     closed,
     close,
+    async readmitPins() {
+      const tools = catalog?.client === upstream?.client ? catalog?.tools : undefined;
+      if (tools === undefined || !(await tools.readmit()) || !clientReady) return;
+      await server
+        ?.sendToolListChanged()
+        .catch((error: unknown) => log(`could not notify the client: ${String(error)}`));
+    },
     async connect(transport) {
       if (connected) throw new Error('This transparent proxy is already connected; create one per client.');
       connected = true;

@@ -12,7 +12,6 @@ import {
   type ServerContext,
   type ServerEvent,
   type ServerEventBus,
-  type Tool,
   type Transport,
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
@@ -50,6 +49,7 @@ import {
   describeUpstream,
   upstreamNegotiation,
 } from './create-upstream-transport';
+import { createPinnedCatalog, type PinnedCatalog } from './pinned-catalog';
 import { toWireError } from './to-wire-error';
 import type { TransparentConfig } from './transparent-config';
 
@@ -84,6 +84,11 @@ export interface TransparentRequests {
    * the new filters cannot be built.
    */
   reload(config: TransparentConfig): void;
+  /**
+   * Admits each open connection's last listing again against the pin store as it is now (SIGHUP,
+   * after `pins accept`); listeners are told the tools changed when what they may see did.
+   */
+  readmitPins(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -141,8 +146,8 @@ interface Pooled {
   readonly shared: boolean;
   /** How the upstream's own requests are answered on this connection. */
   readonly relay: ServerRequestRelay;
-  /** The upstream's tools as last listed here: what a call is stamped from; cleared on `list_changed`. */
-  tools: Map<string, Tool> | undefined;
+  /** The upstream's tools as last listed here and admitted: what a call is stamped from and `tools/list` shows. */
+  readonly catalog: PinnedCatalog;
   used: number;
   busy: number;
   /** The calls in flight here: whom the upstream's own requests and log messages are for. */
@@ -198,6 +203,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
   const host: TransparentProxyOptions = {
     config: options.config,
     principal: { id: 'anonymous' },
+    ...(options.pinStore !== undefined && { pinStore: options.pinStore }),
     ...(options.gateway !== undefined && { gateway: options.gateway }),
   };
   let clock = 0;
@@ -255,7 +261,14 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         return targetOf(only);
       },
     };
-    const pooled: Pooled = { client, shared, relay, tools: undefined, used: ++clock, busy: 0, calls: new Set() };
+    const catalog = createPinnedCatalog({
+      list: () => listAllTools(client),
+      server: config.proxy.name,
+      store: options.pinStore,
+      log,
+      emit: (event) => options.gateway?.onEvent?.(event),
+    });
+    const pooled: Pooled = { client, shared, relay, catalog, used: ++clock, busy: 0, calls: new Set() };
     relayServerRequests(client, declared, relay);
     client.fallbackNotificationHandler = async (notification) => {
       // A log message is the one call's in flight; with several, whose it is cannot be told.
@@ -263,7 +276,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       if (notification.method === 'notifications/message' && only !== undefined && others.length === 0) {
         only.notify(notification as never);
       }
-      if (notification.method === 'notifications/tools/list_changed') pooled.tools = undefined;
+      if (notification.method === 'notifications/tools/list_changed') pooled.catalog.changed();
       // A listing changed upstream: every listener hears it (the upstream is the deployment's).
       // `resources/updated` names a subscription's URI and stays with its connection.
       const changed = LIST_CHANGES[notification.method];
@@ -394,16 +407,14 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
 
   /** The pooled connection as the gateway's listing (SPEC §3.5): what it lists now is callable. */
   function listing(facts: ServerFacts, pooled: Pooled, call: InFlight): ListingConnection {
-    const catalog = async (refresh: boolean) => {
-      if (pooled.tools === undefined || refresh) {
-        pooled.tools = new Map((await listAllTools(pooled.client)).map((tool) => [tool.name, tool]));
-      }
-      return pooled.tools;
-    };
+    const { catalog } = pooled;
     return {
       facts,
       async find(tool) {
-        return (await catalog(false)).get(tool) ?? (await catalog(true)).get(tool);
+        return (await catalog.tools(false)).get(tool) ?? (await catalog.tools(true)).get(tool);
+      },
+      held(tool) {
+        return catalog.held(tool);
       },
       async call(tool, args) {
         // Progress goes back under the client's own token; the SDK puts its own on the upstream request.
@@ -473,6 +484,9 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
             declared: mirrorClientCapabilities(declared),
           });
         },
+        ...(options.pinStore !== undefined && {
+          catalog: async (ctx: ServerContext) => (await connection(current, principal, declaredBy(ctx))).catalog,
+        }),
       });
       server.setRequestHandler('tools/call', async (call, ctx) => {
         const serving = current;
@@ -516,6 +530,11 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
       setTimeout(() => void retire(previous), options.retireAfterMs ?? 60_000).unref();
       // The new upstream's tools may differ: listeners list again.
       options.bus?.publish({ kind: 'tools_list_changed' });
+    },
+    async readmitPins() {
+      const open = await Promise.all([...current.pool.values()].map((entry) => entry.catch(() => undefined)));
+      const changed = await Promise.all(open.map((pooled) => pooled?.catalog.readmit() ?? false));
+      if (changed.includes(true)) options.bus?.publish({ kind: 'tools_list_changed' });
     },
     async close() {
       retiring.add(current);

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/client';
@@ -67,6 +68,14 @@ describe('mcp-elicitation-proxy bin', () => {
     const { code, stderr } = await runBin([], { MCP_ELICITATION_PROXY_CONFIG: missing });
     expect(code).toBe(2);
     expect(stderr).toContain(`${missing}: configuration file not found`);
+  });
+
+  it('exits 2 on a --store that is not a store URL, before opening anything', async () => {
+    const path = await writeConfig(GOOD);
+    const { code, stderr } = await runBin(['--config', path, '--store', 'postgres://db/pins']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('--store: "postgres://db/pins" is not a store URL; use sqlite:FILE or memory:.');
+    expect(existsSync(join(dirname(path), 'proxy.sqlite'))).toBe(false);
   });
 
   it('exits 2 without any config and 0 with --help', async () => {
