@@ -72,9 +72,11 @@ describe('mcp-elicitation-proxy bin', () => {
 
   it('exits 2 on a --store that is not a store URL, before opening anything', async () => {
     const path = await writeConfig(GOOD);
-    const { code, stderr } = await runBin(['--config', path, '--store', 'postgres://db/pins']);
+    const { code, stderr } = await runBin(['--config', path, '--store', 'mysql://db/pins']);
     expect(code).toBe(2);
-    expect(stderr).toContain('--store: "postgres://db/pins" is not a store URL; use sqlite:FILE or memory:.');
+    expect(stderr).toContain(
+      '--store: "mysql://db/pins" is not a store URL; use sqlite:FILE, postgres://… or memory:.',
+    );
     expect(existsSync(join(dirname(path), 'proxy.sqlite'))).toBe(false);
   });
 
