@@ -4,7 +4,6 @@
  * tool index or CLI plumbing (SPEC §3.12, §10.1).
  */
 
-export { type PinsIo, type PinsTarget, runPinsCommand } from './cli/run-pins';
 export { defaultConfigPaths, loadConfig, type ProxyConfig, resolveConfigPath, type ServerConfig } from './config';
 export { type CredentialLookup, createTokenCredentials, type TokenCredentialsOptions } from './credentials/index';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
@@ -101,9 +100,12 @@ export {
   type PinStatus,
   type PinStore,
   type PinsFile,
+  type PinsIo,
+  type PinsTarget,
   pinDefinition,
   pinStoreMigrations,
   readPinsFile,
+  runPinsCommand,
   seedPins,
 } from './pins/index';
 export {

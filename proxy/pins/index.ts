@@ -3,6 +3,13 @@
 export { type AdmitOptions, admit } from './admit';
 export { diffDefinitions } from './diff-definitions';
 export { type PinnedForm, pinDefinition } from './pin-definition';
+export {
+  PINS_EXIT,
+  type PinsIo,
+  type PinsTarget,
+  type RunPinsCommandOptions,
+  runPinsCommand,
+} from './pins-command';
 export { type PinsFile, readPinsFile, type SeedReport, seedPins } from './pins-file';
 export {
   createPostgresPinStore,
