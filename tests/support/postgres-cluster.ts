@@ -4,7 +4,7 @@
  * (no TCP port, so parallel runs on one machine never collide), stopped and deleted after the run.
  * As root the server runs as the `postgres` user, since PostgreSQL refuses to run as root.
  *
- * Tests read the cluster's admin URL with `inject('postgres')` (see `postgres.ts`). When the
+ * Tests read the cluster's admin URL with `inject('postgres')` (see `postgres.ts`, which declares it). When the
  * binaries are missing or the server does not start, the run fails under `CI=true` (CI must never
  * skip the PostgreSQL tests) and otherwise provides `undefined`, which the tests report as a skip.
  */
@@ -13,13 +13,6 @@ import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-
-declare module 'vitest' {
-  interface ProvidedContext {
-    /** The throwaway cluster's admin URL, or why there is none. */
-    postgres: { readonly url: string } | { readonly unavailable: string };
-  }
-}
 
 /** The folder holding `initdb` and `pg_ctl`: on the PATH, else where `pg_config` says (Debian's layout). */
 function binaries(): string | undefined {

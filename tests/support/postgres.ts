@@ -7,6 +7,15 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 
+// Declared here, beside its one reader, so every type check that sees a PostgreSQL test sees it
+// too (the app's, which covers the test files under proxy/ and lib/, included).
+declare module 'vitest' {
+  interface ProvidedContext {
+    /** The throwaway cluster's admin URL, or why there is none (`postgres-cluster.ts` provides it). */
+    postgres: { readonly url: string } | { readonly unavailable: string };
+  }
+}
+
 const cluster = inject('postgres');
 
 /** Whether this run has a PostgreSQL cluster; when not, why (shown in the skipped suite's name). */
