@@ -2,6 +2,7 @@ import process from 'node:process';
 import type { Readable, Writable } from 'node:stream';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
+import { requestIdKey } from '../request-id-key';
 
 /** Options of {@link StdioTransport}. */
 export interface StdioTransportOptions {
@@ -136,7 +137,7 @@ export class StdioTransport implements Transport {
   #closed = false;
   /** Set once {@link drain} began: a request read from now on is refused, not run. */
   #draining = false;
-  /** The client's requests handed on and not answered yet (nor cancelled), by {@link idKey}. */
+  /** The client's requests handed on and not answered yet (nor cancelled), by {@link requestIdKey}. */
   readonly #unanswered = new Set<string>();
   #answered: () => void = () => {};
   #settle: () => void = () => {};
@@ -224,11 +225,11 @@ export class StdioTransport implements Transport {
         return;
       }
       // A listen stream is answered only when it ends: it never holds the drain.
-      if (message.method !== 'subscriptions/listen') this.#unanswered.add(idKey(message.id));
+      if (message.method !== 'subscriptions/listen') this.#unanswered.add(requestIdKey(message.id));
     } else if ('method' in message && message.method === 'notifications/cancelled') {
       // A cancelled request gets no answer: it no longer holds the drain.
       const requestId = (message.params as { requestId?: unknown } | undefined)?.requestId;
-      if (typeof requestId === 'string' || typeof requestId === 'number') this.#settleOne(idKey(requestId));
+      if (typeof requestId === 'string' || typeof requestId === 'number') this.#settleOne(requestIdKey(requestId));
     }
     this.onmessage?.(message);
   }
@@ -298,18 +299,13 @@ export class StdioTransport implements Transport {
     return new Promise((resolve) => {
       // An answer counts once stdout took it: a drain that ends now loses nothing.
       const written = () => {
-        if (answered !== undefined && answered !== null) this.#settleOne(idKey(answered));
+        if (answered !== undefined && answered !== null) this.#settleOne(requestIdKey(answered));
         resolve();
       };
       if (this.#stdout.write(`${JSON.stringify(message)}\n`)) written();
       else this.#stdout.once('drain', written);
     });
   }
-}
-
-/** A set key for a JSON-RPC id: `1` and `"1"` are different ids. */
-function idKey(id: RequestId): string {
-  return `${typeof id}:${id}`;
 }
 
 function idOf(value: unknown): RequestId | null {

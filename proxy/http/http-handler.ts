@@ -9,6 +9,7 @@ import type { Gateway, Principal } from '../gateway/types';
 import { type InputRounds, localInputRounds } from '../meta-tools/input-rounds';
 import { createSearchModeServer } from '../meta-tools/search-mode-server';
 import { createStatelessHandler, type StatelessLeg } from '../meta-tools/stateless-search-mode-server';
+import { requestIdKey } from '../request-id-key';
 import { type InboundToken, inboundPrincipals } from './inbound-tokens';
 
 /** Options of {@link createHttpHandler}. */
@@ -83,11 +84,6 @@ interface Session {
   lastSeen: number;
 }
 
-/** A map key for a JSON-RPC id: `1` and `"1"` are different ids. */
-function idKey(id: RequestId): string {
-  return `${typeof id}:${id}`;
-}
-
 /** The requests (not notifications or responses) in a JSON-RPC message or batch. */
 function requestsIn(body: unknown): { readonly id: RequestId; readonly method: unknown }[] {
   return (Array.isArray(body) ? body : [body]).flatMap((message: unknown) => {
@@ -136,7 +132,7 @@ class TrackedTransport extends WebStandardStreamableHTTPServerTransport {
       await super.send(message, options);
     } finally {
       if (('result' in message || 'error' in message) && message.id !== undefined && message.id !== null) {
-        this.inFlight.delete(idKey(message.id));
+        this.inFlight.delete(requestIdKey(message.id));
       }
     }
   }
@@ -310,7 +306,7 @@ export function createSessionHttpHandler(
    */
   async function post(request: Request, parsed: { readonly value: unknown }, session: Session): Promise<Response> {
     const ids = requestIds(parsed.value);
-    const keys = ids.map(idKey);
+    const keys = ids.map(requestIdKey);
     const reused = ids.find((_, position) => {
       const key = keys[position] as string;
       return session.inFlight.has(key) || keys.indexOf(key) !== position;
