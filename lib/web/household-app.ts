@@ -88,7 +88,11 @@ export async function startHouseholdApp(
     env,
     // The staged model, found from the repository root the app runs in (never fetched by the app).
     embeddings: { modelDir: resolve('.models'), allowRemote: false, cacheDir: env.dataDir },
-    logger: { info: () => undefined, error: (message, error) => console.error(message, error ?? '') },
+    // The operator's terminal: the proxy's lines (servers connecting, failing, held tools, the shop's stderr).
+    logger: {
+      info: (line) => print(`  proxy: ${line}`),
+      error: (message, error) => console.error(message, error ?? ''),
+    },
   });
   try {
     const chat = createAppChatService(runtime, env);

@@ -251,6 +251,8 @@ describe('trust surfaces in Chromium', () => {
     const sent = relay.responses().replace(/^set-cookie:.*$/gim, '');
     // The start banner is the one place enrollment codes go by design (SPEC §5.3): the terminal.
     const serverLog = app.output().replace(/^ *Enrollment code for (child|parent): .*$/gm, '');
+    // The proxy's own lines reach the terminal too, so they are scanned with the rest.
+    expect(serverLog).toContain('proxy: pins: fixed ahead of first use: pizza');
     const haystacks = { events: events.join('\n'), serverLog, sent };
     expect(haystacks.events.length).toBeGreaterThan(1000);
     expect(haystacks.sent).toContain('data: ');

@@ -73,6 +73,7 @@ export async function startAppServer(
     detached: true,
   });
   const codes: Partial<Record<'child' | 'parent', string>> = {};
+  let probing = false;
   await new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       output += chunk.toString('utf8');
@@ -82,7 +83,11 @@ export async function startAppServer(
         const [, role, code] = match;
         if (role && code) codes[role as 'child' | 'parent'] = code;
       }
-      if (codes.child && codes.parent && /ready|started server|Local:/i.test(output)) resolve();
+      // Ready means answering: a log line that happens to say "ready" proves nothing.
+      if (codes.child && codes.parent && !probing) {
+        probing = true;
+        untilHealthy(origin, child).then(resolve, reject);
+      }
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
@@ -103,4 +108,16 @@ export async function startAppServer(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Resolves once the app answers HTTP at all: the Host rule may refuse this probe (an app whose
+ * origin is a relay's), and that answer counts too. Gives up when the app exits.
+ */
+async function untilHealthy(origin: string, child: ChildProcess): Promise<void> {
+  while (child.exitCode === null && child.signalCode === null) {
+    const answer = await fetch(`${origin}/api/health`).catch(() => undefined);
+    if (answer !== undefined) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
