@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../../tests/support/postgres';
 import type { EvidenceStore, ReserveResult } from './evidence-store';
@@ -310,5 +311,30 @@ describe.each(Object.entries(implementations))('the %s evidence store', (_name, 
         'h4',
       ]);
     });
+  });
+});
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL evidence store when a purge skips a locked row', () => {
+  it('refuses to settle a lapsed reservation that lost one id, and moves none of its others', async () => {
+    const url = await createTestDatabase();
+    const store = await openPostgresEvidenceStore({ url, capacity: 10, leaseMs: 1_000 });
+    stores.push(store);
+    const first = await store.reserve(evidence('x', 'y'), 1_000);
+    if (!first.ok) throw new Error('reserve failed');
+    // Another session holds y's row, so the next reservation's purge skips it and takes x over.
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`SELECT 1 FROM spent_evidence WHERE id = 'y' FOR UPDATE`);
+      expect((await store.reserve(evidence('x'), 2_000)).ok).toBe(true);
+      await other.query('COMMIT');
+    } finally {
+      await other.end();
+    }
+    await expect(store.markInDoubt(first.reservation)).rejects.toMatchObject({ code: 'store-failed' });
+    await expect(store.commit(first.reservation)).rejects.toMatchObject({ code: 'store-failed' });
+    // y is still only a lapsed reservation: free, never in doubt.
+    expect(await store.lookup(['x', 'y'], 2_000)).toMatchObject([{ id: 'x', state: 'reserved' }]);
   });
 });
