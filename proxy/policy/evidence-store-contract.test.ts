@@ -338,3 +338,30 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL evidence store when a purge 
     expect(await store.lookup(['x', 'y'], 2_000)).toMatchObject([{ id: 'x', state: 'reserved' }]);
   });
 });
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL evidence table', () => {
+  it('refuses an unknown state, an empty reservation, a reservation without a lease and a settled entry with one', async () => {
+    const url = await createTestDatabase();
+    const store = await openPostgresEvidenceStore({ url, capacity: 10 });
+    stores.push(store);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const insert = (id: string, state: string, size: number, leaseUntil: number | null) =>
+        client.query(
+          `INSERT INTO spent_evidence (id, expires_at, state, reservation, reservation_size, lease_until)
+           VALUES ($1, 9000, $2, 'r', $3, $4)`,
+          [id, state, size, leaseUntil],
+        );
+      await expect(insert('a', 'lost', 1, null)).rejects.toThrow(/check/);
+      await expect(insert('b', 'reserved', 0, 5_000)).rejects.toThrow(/check/);
+      await expect(insert('c', 'reserved', 1, null)).rejects.toThrow(/check/);
+      await expect(insert('d', 'spent', 1, 5_000)).rejects.toThrow(/check/);
+      await expect(insert('e', 'in-doubt', 1, 5_000)).rejects.toThrow(/check/);
+      await insert('f', 'reserved', 1, 5_000);
+      await expect(insert('f', 'spent', 1, null)).rejects.toThrow(/duplicate key/);
+    } finally {
+      await client.end();
+    }
+  });
+});
