@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openPostgresPool } from '../../proxy/index';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../../tests/support/postgres';
@@ -203,5 +204,32 @@ describe.each(Object.entries(implementations))('the %s chat store', (_name, kind
       expect(owners.filter((owner) => owner === 'a')).toHaveLength(1);
       expect(['b', 'c']).toContain(owners[2]);
     });
+  });
+});
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL chat tables', () => {
+  it('refuse an event of no session, an id used twice or below 1, and a counter below 0', async () => {
+    const url = await createTestDatabase();
+    const store = await implementations.postgres?.open(url);
+    await store?.createSession('s', at);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const event = (session: string, id: number) =>
+        client.query(`INSERT INTO chat_events (session_id, id, at, type, body) VALUES ($1, $2, 'at', 't', '{}')`, [
+          session,
+          id,
+        ]);
+      await expect(event('forged', 1)).rejects.toThrow(/foreign key/);
+      await expect(event('s', 0)).rejects.toThrow(/check/);
+      await event('s', 1);
+      await expect(event('s', 1)).rejects.toThrow(/duplicate key/);
+      await expect(client.query(`UPDATE chat_sessions SET last_event_id = -1`)).rejects.toThrow(/check/);
+      await expect(
+        client.query(`INSERT INTO chat_sessions (session_id, created_at) VALUES ('s', 'again')`),
+      ).rejects.toThrow(/duplicate key/);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -121,6 +121,10 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL checkpoints table', () => {
       await expect(client.query(`INSERT INTO audit_checkpoints (id, entry) VALUES (99, '{}')`)).rejects.toThrow(
         /non-DEFAULT/,
       );
+      // Not even the owner's override of the generated id can repeat one.
+      await expect(
+        client.query(`INSERT INTO audit_checkpoints (id, entry) OVERRIDING SYSTEM VALUE VALUES (1, '{}')`),
+      ).rejects.toThrow(/duplicate key/);
     } finally {
       await client.end();
     }
