@@ -159,9 +159,12 @@ describe.each(Object.entries(implementations))('the %s chat store', (_name, kind
       ]);
     });
 
-    it('lets a reader resume with after(id) through one handle while appends run through both, never skipping an id', async () => {
-      const both = await twoHandles();
-      await both[0].createSession('s', at);
+    it('lets a reader resume with after(id) through a third handle while appends run through two, never skipping an id', async () => {
+      const location = await kind.location();
+      const both = [await open(location), await open(location)];
+      // Its own handle: a reader queued behind the appends' connections would read only at the end.
+      const reader = await open(location);
+      await reader.createSession('s', at);
       const total = 150;
       let done = false;
       const appends = Promise.all(
@@ -175,7 +178,7 @@ describe.each(Object.entries(implementations))('the %s chat store', (_name, kind
       let reads = 0;
       // Reads while the appends run, resuming from the last id seen, as the live log does after a reconnect.
       while (!done || seen.length < total) {
-        const batch = await both[1].after('s', seen.at(-1)?.id ?? 0);
+        const batch = await reader.after('s', seen.at(-1)?.id ?? 0);
         reads += 1;
         seen.push(...batch);
         if (done && batch.length === 0) break;
