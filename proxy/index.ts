@@ -110,6 +110,7 @@ export {
 } from './pins/index';
 export {
   createHostBuiltins,
+  createPostgresEvidenceStore,
   createRouteResolver,
   createSqliteEvidenceStore,
   type EvidenceId,
@@ -122,12 +123,16 @@ export {
   keyFromDidKey,
   type LookupResolver,
   loadBundle,
+  openPostgresEvidenceStore,
   openSqliteEvidenceStore,
   PAYMENT_IN_PROGRESS_REASON,
   type PolicyBundle,
   type PolicyDecisionRecord,
   type PolicyOutcome,
+  type PostgresEvidenceStoreOptions,
+  type PostgresEvidenceStoreSettings,
   policyFilter,
+  postgresEvidenceStoreMigrations,
   type ResolveInDoubt,
   type Route,
   type RouteEntry,
@@ -141,7 +146,8 @@ export {
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { applyMigrations, type Migration } from './store/apply-migrations';
-export { applyPostgresMigrations } from './store/apply-postgres-migrations';
+export { applyPostgresMigrations, inTransaction } from './store/apply-postgres-migrations';
+export { openPostgresPool, type PostgresPoolOptions } from './store/open-postgres-pool';
 export {
   createPostgresSpentLedger,
   openPostgresSpentLedger,

@@ -145,7 +145,8 @@ export const mockRailMigrations: readonly Migration[] = [
   },
 ];
 
-interface MockRailChargeRow {
+/** A `mock_rail_charges` row as SQLite and PostgreSQL both store it. */
+export interface MockRailChargeRow {
   idempotency_key: string;
   invoice_id: string;
   merchant_id: string;
@@ -177,30 +178,33 @@ export function createSqliteMockRailStore(database: Database.Database): MockRail
   return {
     async find(idempotencyKey) {
       const row = select.get(idempotencyKey);
-      return row === undefined ? undefined : fromRow(row);
+      return row === undefined ? undefined : mockRailChargeFromRow(row);
     },
     async insert(record) {
-      const { outcome } = record;
-      return (
-        insert.run({
-          idempotency_key: record.idempotencyKey,
-          invoice_id: record.invoiceId,
-          merchant_id: record.merchantId,
-          amount_cents: record.amountCents,
-          currency: record.currency,
-          status: outcome.status,
-          payment_ref: outcome.status === 'succeeded' ? outcome.paymentRef : null,
-          decline_code: outcome.status === 'declined' ? outcome.code : null,
-          decline_reason: outcome.status === 'declined' ? outcome.reason : null,
-          created_at: record.createdAt,
-        }).changes === 1
-      );
+      return insert.run(mockRailChargeToRow(record)).changes === 1;
     },
   };
 }
 
+/** A charge as its `mock_rail_charges` row. */
+export function mockRailChargeToRow(record: MockRailCharge): MockRailChargeRow {
+  const { outcome } = record;
+  return {
+    idempotency_key: record.idempotencyKey,
+    invoice_id: record.invoiceId,
+    merchant_id: record.merchantId,
+    amount_cents: record.amountCents,
+    currency: record.currency,
+    status: outcome.status,
+    payment_ref: outcome.status === 'succeeded' ? outcome.paymentRef : null,
+    decline_code: outcome.status === 'declined' ? outcome.code : null,
+    decline_reason: outcome.status === 'declined' ? outcome.reason : null,
+    created_at: record.createdAt,
+  };
+}
+
 /** A row back to a record; a row the CHECK constraints should have made impossible fails closed. */
-function fromRow(row: MockRailChargeRow): MockRailCharge {
+export function mockRailChargeFromRow(row: MockRailChargeRow): MockRailCharge {
   if (row.currency !== 'usd') {
     throw new PaymentError('rail-unavailable', `mock rail charge ${row.idempotency_key} has an unknown currency`);
   }

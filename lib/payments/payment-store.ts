@@ -100,7 +100,7 @@ export function createSqlitePaymentStore(database: Database.Database): PaymentSt
   );
   const read = (invoiceId: string) => {
     const row = select.get(invoiceId);
-    return row === undefined ? undefined : toRecord(row);
+    return row === undefined ? undefined : paymentRecordFromRow(row);
   };
   const begin = database.transaction((record: Omit<PaymentRecord, 'state' | 'attempt' | 'updatedAt'>) => {
     const created = insert.run(record).changes === 1;
@@ -111,14 +111,15 @@ export function createSqlitePaymentStore(database: Database.Database): PaymentSt
   return {
     begin: async (record) => begin.immediate(record),
     get: async (invoiceId) => read(invoiceId),
-    listCharging: async () => charging.all().map(toRecord),
+    listCharging: async () => charging.all().map(paymentRecordFromRow),
     succeed: async (invoiceId, result) => succeed.run({ invoiceId, ...result }).changes === 1,
     decline: async (invoiceId, result) => decline.run({ invoiceId, ...result }).changes === 1,
     retry: async (invoiceId, now) => retry.run({ invoiceId, now }).changes === 1,
   };
 }
 
-function toRecord(row: unknown): PaymentRecord {
+/** A `payments` row (SQLite's or PostgreSQL's, times as numbers) parsed into its record; a malformed row throws. */
+export function paymentRecordFromRow(row: unknown): PaymentRecord {
   const parsed = Row.parse(row);
   return {
     invoiceId: parsed.invoice_id,

@@ -44,6 +44,13 @@ export { type LoadBundleOptions, loadBundle, type PolicyBundle } from './load-bu
 export { type PolicyAugmenterOptions, policyAugmenter } from './policy-augmenter';
 export { normaliseOutcome, type PolicyEngine, type PolicyOutcome, type RawEngineResult } from './policy-engine';
 export { type PolicyDecisionRecord, type PolicyFilterOptions, policyFilter } from './policy-filter';
+export {
+  createPostgresEvidenceStore,
+  openPostgresEvidenceStore,
+  type PostgresEvidenceStoreOptions,
+  type PostgresEvidenceStoreSettings,
+  postgresEvidenceStoreMigrations,
+} from './postgres-evidence-store';
 export { loadRegoEngine, type RegoEngine, type RegoEngineOptions, regoBuiltinTable } from './rego-engine';
 export { type RegoPolicyFilterOptions, regoPolicyFilter } from './rego-policy-filter';
 export { type SafeJsonResult, safeJsonParse } from './safe-json';

@@ -1,0 +1,254 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { ProxyError } from '../errors';
+import type { Migration } from '../store/apply-migrations';
+import { inTransaction } from '../store/apply-postgres-migrations';
+import { openPostgresPool } from '../store/open-postgres-pool';
+import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
+
+/**
+ * The evidence table on PostgreSQL (SPEC §4.7, §11), registered as module `evidence` like SQLite's,
+ * with SQLite's columns plus `reservation_size`: how many ids the reservation took, so settling it
+ * can tell that one of its ids was taken over after its lease lapsed. Times are milliseconds since
+ * the epoch. Append to change; never edit a shipped one.
+ */
+export const postgresEvidenceStoreMigrations: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `CREATE TABLE spent_evidence (
+      id TEXT PRIMARY KEY,
+      expires_at BIGINT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('reserved', 'in-doubt', 'spent')),
+      reservation TEXT NOT NULL,
+      reservation_size INTEGER NOT NULL CHECK (reservation_size >= 1),
+      lease_until BIGINT,
+      fingerprint TEXT,
+      result TEXT,
+      CHECK ((state = 'reserved') = (lease_until IS NOT NULL))
+    );
+    CREATE INDEX spent_evidence_by_reservation ON spent_evidence (reservation);
+    CREATE INDEX spent_evidence_by_expiry ON spent_evidence (expires_at);`,
+  },
+];
+
+/** Options of {@link createPostgresEvidenceStore}. */
+export interface PostgresEvidenceStoreSettings {
+  /** Most live entries kept; a reservation beyond it is refused, never evicting a held id. */
+  readonly capacity: number;
+  /** How long a reservation may stay unsettled before it is treated as abandoned (default 60 s, as SQLite). */
+  readonly leaseMs?: number;
+}
+
+/** Options of {@link openPostgresEvidenceStore}. */
+export interface PostgresEvidenceStoreOptions extends PostgresEvidenceStoreSettings {
+  /** `postgres://…`; every instance on one database shares the evidence. */
+  readonly url: string;
+}
+
+/** Opens the evidence store on a PostgreSQL database, with {@link postgresEvidenceStoreMigrations} applied; `close()` ends its pool. */
+export async function openPostgresEvidenceStore(options: PostgresEvidenceStoreOptions): Promise<EvidenceStore> {
+  const pool = await openPostgresPool({
+    url: options.url,
+    migrations: { evidence: postgresEvidenceStoreMigrations },
+    what: 'evidence store',
+  });
+  return { ...createPostgresEvidenceStore(pool, options), close: () => pool.end() };
+}
+
+/**
+ * When a row of `table` is live at the parameter `now` (the caller's clock): an in-doubt entry for
+ * good, a spent one until its evidence expires, a reserved one until then and its lease lapse.
+ */
+const liveIn = (table: string, now: string) =>
+  `(${table}.state = 'in-doubt' OR (${table}.expires_at > ${now} AND (${table}.state = 'spent' OR ${table}.lease_until > ${now})))`;
+const liveAt = (now: string) => liveIn('spent_evidence', now);
+const columns = 'id, state, reservation, fingerprint, result';
+
+/**
+ * The evidence store on a pool whose owner has applied {@link postgresEvidenceStoreMigrations}.
+ * SQLite's single writer is replaced by the primary key (docs/scale-out.md): a reservation inserts
+ * its ids in one transaction, each `INSERT … ON CONFLICT (id) DO UPDATE … WHERE` the existing row is
+ * dead (lapsed or expired, never in doubt), so among any number of reservations of one id through
+ * any number of instances exactly one inserts it, and a call holds all its ids or none. Ids are
+ * inserted in one fixed order (byte order), so two calls with overlapping ids wait for each other
+ * instead of deadlocking. Settling checks that the reservation still holds every id it took.
+ * The capacity counts committed live entries: reservations in flight on several instances at once
+ * may together pass it by at most their number, but no held id is ever evicted. `close()` leaves
+ * the pool to its owner.
+ */
+export function createPostgresEvidenceStore(pool: pg.Pool, settings: PostgresEvidenceStoreSettings): EvidenceStore {
+  const leaseMs = settings.leaseMs ?? 60_000;
+  const liveEntries = async (client: pg.Pool | pg.PoolClient, ids: readonly string[], now: number) => {
+    const rows = await client.query<EvidenceRow>(
+      `SELECT ${columns} FROM spent_evidence WHERE id = ANY($1::text[]) AND ${liveAt('$2')}`,
+      [ids, now],
+    );
+    const byId = new Map(rows.rows.map((row) => [row.id, heldFromRow(row)]));
+    // In the call's order, one entry per requested id, as SQLite reads them.
+    return ids.flatMap((id) => byId.get(id) ?? []);
+  };
+
+  /**
+   * Runs `update` (its `WHERE` names the states it moves from) on every row of `reservation`, or
+   * on none: throws when the reservation no longer holds every id it took (released, settled, or
+   * one id taken over by another call after its lease lapsed).
+   */
+  const settle = async (reservation: string, update: string, values: readonly unknown[], failure: string) => {
+    const client = await pool.connect();
+    try {
+      await inTransaction(client, async () => {
+        const updated = await client.query<{ reservation_size: number }>(
+          `${update} AND reservation = $1 RETURNING reservation_size`,
+          [reservation, ...values],
+        );
+        const size = updated.rows[0]?.reservation_size;
+        if (size === undefined || updated.rowCount !== size) throw new ProxyError('store-failed', failure);
+      });
+    } finally {
+      client.release();
+    }
+  };
+
+  return {
+    async reserve(ids, now, options) {
+      try {
+        return await reserveAll(pool, ids, now, {
+          fingerprint: options?.fingerprint ?? null,
+          leaseMs,
+          capacity: settings.capacity,
+          liveEntries,
+        });
+      } catch (error) {
+        throw new ProxyError('store-failed', 'evidence store reserve failed', { cause: error });
+      }
+    },
+    async markInDoubt(reservation) {
+      await settle(
+        reservation,
+        `UPDATE spent_evidence SET state = 'in-doubt', lease_until = NULL WHERE state = 'reserved'`,
+        [],
+        'reservation expired before the call was sent',
+      );
+    },
+    async commit(reservation, options) {
+      await settle(
+        reservation,
+        `UPDATE spent_evidence SET state = 'spent', lease_until = NULL, result = $2 WHERE state IN ('reserved', 'in-doubt')`,
+        [options?.result ?? null],
+        'reservation expired before commit',
+      );
+    },
+    async release(reservation) {
+      await pool.query(`DELETE FROM spent_evidence WHERE reservation = $1 AND state IN ('reserved', 'in-doubt')`, [
+        reservation,
+      ]);
+    },
+    async lookup(ids, now) {
+      return liveEntries(pool, ids, now);
+    },
+    async isSpent(id, now) {
+      return (await liveEntries(pool, [id], now)).length > 0;
+    },
+    async close() {
+      // The pool is its owner's.
+    },
+  };
+}
+
+/** What {@link reserveAll} needs besides the call. */
+interface ReserveContext {
+  readonly fingerprint: string | null;
+  readonly leaseMs: number;
+  readonly capacity: number;
+  readonly liveEntries: (client: pg.PoolClient, ids: readonly string[], now: number) => Promise<HeldEvidence[]>;
+}
+
+/** The check-and-hold of {@link EvidenceStore.reserve}: every id or none, in one transaction. */
+async function reserveAll(
+  pool: pg.Pool,
+  ids: readonly EvidenceId[],
+  now: number,
+  context: ReserveContext,
+): Promise<ReserveResult> {
+  const requested = ids.map((evidence) => evidence.id);
+  // 1. Housekeeping: forget dead rows (lapsed, expired; never in doubt). SKIP LOCKED, so a purge
+  //    never waits on a row a reservation holds, and two purges never wait on each other.
+  await pool.query(
+    `DELETE FROM spent_evidence WHERE id IN (
+       SELECT id FROM spent_evidence WHERE NOT ${liveAt('$1')} FOR UPDATE SKIP LOCKED)`,
+    [now],
+  );
+  const client = await pool.connect();
+  try {
+    const outcome = await inTransaction(client, async (): Promise<ReserveResult | TakenMeanwhile> => {
+      // 2. Any id already held refuses the whole call, with what holds it.
+      const held = await context.liveEntries(client, requested, now);
+      const first = held[0];
+      if (first) return { ok: false, reason: 'spent', id: first.id, held };
+      // 3. Capacity: refuse rather than evict (evicting a held id would let it be replayed).
+      const counted = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM spent_evidence WHERE ${liveAt('$1')}`,
+        [now],
+      );
+      if ((counted.rows[0]?.n ?? 0) + ids.length > context.capacity) return { ok: false, reason: 'full' };
+      // 4. An id named twice in one call holds nothing.
+      const seen = new Set<string>();
+      for (const id of requested) {
+        if (seen.has(id)) return { ok: false, reason: 'spent', id, held: [] };
+        seen.add(id);
+      }
+      // 5. Insert every id, in byte order so overlapping calls queue rather than deadlock. The
+      //    primary key decides: a row another call holds (or inserts meanwhile) is not taken, and
+      //    the whole reservation rolls back.
+      const reservation = randomUUID();
+      const ordered = [...ids].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      for (const evidence of ordered) {
+        const inserted = await client.query(
+          `INSERT INTO spent_evidence (id, expires_at, state, reservation, reservation_size, lease_until, fingerprint)
+           VALUES ($1, $2, 'reserved', $3, $4, $5, $6)
+           ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, state = 'reserved',
+             reservation = excluded.reservation, reservation_size = excluded.reservation_size,
+             lease_until = excluded.lease_until, fingerprint = excluded.fingerprint, result = NULL
+           WHERE NOT ${liveAt('$7')}`,
+          [evidence.id, evidence.expiresAt, reservation, ids.length, now + context.leaseMs, context.fingerprint, now],
+        );
+        if (inserted.rowCount !== 1) throw new TakenMeanwhile(evidence.id);
+      }
+      return { ok: true, reservation };
+    }).catch((error: unknown) => {
+      if (error instanceof TakenMeanwhile) return error;
+      throw error;
+    });
+    if (!(outcome instanceof TakenMeanwhile)) return outcome;
+    // 6. Another call took an id between the check and the insert: report what holds it now.
+    const held = await context.liveEntries(client, requested, now);
+    return { ok: false, reason: 'spent', id: held[0]?.id ?? outcome.id, held };
+  } finally {
+    client.release();
+  }
+}
+
+interface EvidenceRow {
+  readonly id: string;
+  readonly state: EvidenceState;
+  readonly reservation: string;
+  readonly fingerprint: string | null;
+  readonly result: string | null;
+}
+
+function heldFromRow(row: EvidenceRow): HeldEvidence {
+  return {
+    id: row.id,
+    state: row.state,
+    reservation: row.reservation,
+    ...(row.fingerprint !== null && { fingerprint: row.fingerprint }),
+    ...(row.result !== null && { result: row.result }),
+  };
+}
+
+/** Thrown inside the reservation's transaction to roll it back when another call took an id meanwhile. */
+class TakenMeanwhile extends Error {
+  constructor(readonly id: string) {
+    super(`evidence ${id} was reserved by another call meanwhile`);
+  }
+}
