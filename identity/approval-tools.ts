@@ -40,9 +40,11 @@ export function approvalTools(approvals: Approvals): LocalTool[] {
       handler: guarded(async (args, context) => {
         const input = parse(RequestApproval, args);
         const outcome = await approvals.request(input.invoice);
-        if (!outcome.ok) return errorResult(`The approval request was refused: ${outcome.reason}.`);
-        const asked = await askInWindows(approvals, outcome, context);
+        // A retry after the invoice expired finds the request made for it: how that ended is the answer.
+        const requested = outcome.ok ? outcome : await approvals.existing(input.invoice);
+        const asked = requested === undefined ? undefined : await askInWindows(approvals, requested, context);
         if (asked !== undefined) return asked;
+        if (!outcome.ok) return errorResult(`The approval request was refused: ${outcome.reason}.`);
         const { ok: _ok, ...result } = outcome;
         return jsonResult(result);
       }),
