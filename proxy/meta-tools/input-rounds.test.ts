@@ -34,7 +34,13 @@ function door() {
     open = resolve;
   });
   let settled = false;
+  let polling: () => void = () => {};
+  /** Resolves once an asker waits on the door (a long-poll began). */
+  const polled = new Promise<void>((resolve) => {
+    polling = resolve;
+  });
   return {
+    polled,
     settle() {
       settled = true;
       open();
@@ -42,6 +48,7 @@ function door() {
     /** Resolves true once settled, false after `timeoutMs`: the long-poll a real asker does. */
     async wait(timeoutMs: number): Promise<boolean> {
       if (settled || timeoutMs === 0) return settled;
+      polling();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([opened, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
       clearTimeout(timer);
@@ -163,6 +170,29 @@ describe('URL asks for a 2026-07-28 client', () => {
     expect(textOf(await retry(second.requestState))).toBe('answer: accept');
     // The spent state is not a second answer.
     expect(textOf(await retry(second.requestState))).toMatch(/already used/);
+  });
+
+  it('a retry waits for the person (a long-poll) and answers as soon as they settle, without asking again', async () => {
+    const gate = door();
+    const runs: string[] = [];
+    const { client } = await modernClient(await endpoint(gate, runs, 60_000), { manual: true });
+    const callWindows = await discovered(client);
+    const first = (await client.callTool(callWindows, { allowInputRequired: true })) as Round;
+    expect(first.resultType).toBe('input_required');
+    const retry = client.callTool(
+      {
+        ...callWindows,
+        inputResponses: { 'ask-1:child': { action: 'accept' }, 'ask-1:parent': { action: 'accept' } },
+        requestState: first.requestState,
+      } as never,
+      { allowInputRequired: true },
+    ) as Promise<Round & CallToolResult>;
+    // The person settles while the server holds the retry open.
+    await gate.polled;
+    gate.settle();
+    const answered = await retry;
+    expect(answered.resultType).not.toBe('input_required');
+    expect(textOf(answered)).toBe('answer: accept');
   });
 
   it('the SDK client fulfils the rounds itself: it opens the pages, and its retry completes once settled', async () => {
