@@ -58,7 +58,7 @@ function door() {
 }
 
 /** `open_windows`: asks the person to visit two pages, then answers how the client answered. */
-function windowsTool(gate: ReturnType<typeof door>, runs: string[]): LocalTool {
+function windowsTool(gate: ReturnType<typeof door>, runs: string[], askId = () => 'approval/one'): LocalTool {
   return {
     name: 'open_windows',
     description: 'Sends the person to two pages.',
@@ -67,7 +67,7 @@ function windowsTool(gate: ReturnType<typeof door>, runs: string[]): LocalTool {
       runs.push('ran');
       const answer = await context.elicit?.({
         mode: 'url',
-        id: 'approval/one',
+        id: askId(),
         pages: {
           child: { message: 'The child decides.', url: 'http://localhost:3333/approve?as=child&request=one' },
           parent: { message: 'The parent decides.', url: 'http://localhost:3333/approve?as=parent&request=one' },
@@ -79,8 +79,13 @@ function windowsTool(gate: ReturnType<typeof door>, runs: string[]): LocalTool {
   };
 }
 
-async function endpoint(gate: ReturnType<typeof door>, runs: string[], urlWaitMs = 50): Promise<string> {
-  const gateway = await startedGateway(cleanups, { servers: {}, localTools: [windowsTool(gate, runs)] });
+async function endpoint(
+  gate: ReturnType<typeof door>,
+  runs: string[],
+  urlWaitMs = 50,
+  askId?: () => string,
+): Promise<string> {
+  const gateway = await startedGateway(cleanups, { servers: {}, localTools: [windowsTool(gate, runs, askId)] });
   const rounds = createInputRounds({ key: new Uint8Array(32).fill(7), ledger: memorySpentLedger(), urlWaitMs });
   const served = await serveHttp(gateway, { inboundTokens: [{ name: 'client', token }], rounds });
   cleanups.push(() => served.close());
@@ -193,6 +198,27 @@ describe('URL asks for a 2026-07-28 client', () => {
     const answered = await retry;
     expect(answered.resultType).not.toBe('input_required');
     expect(textOf(answered)).toBe('answer: accept');
+  });
+
+  it('a retry whose state names another ask is asked afresh: the client’s answers are not taken for it', async () => {
+    const gate = door();
+    const runs: string[] = [];
+    // Each run of the tool asks about something else (as a new approval request would be).
+    const url = await endpoint(gate, runs, 60_000, () => `approval/${runs.length}`);
+    const { client } = await modernClient(url, { manual: true });
+    const callWindows = await discovered(client);
+    const first = (await client.callTool(callWindows, { allowInputRequired: true })) as Round;
+    const second = (await client.callTool(
+      {
+        ...callWindows,
+        inputResponses: { 'ask-1:child': { action: 'decline' }, 'ask-1:parent': { action: 'accept' } },
+        requestState: first.requestState,
+      } as never,
+      { allowInputRequired: true },
+    )) as Round;
+    // Not the decline (that answered another ask), and no wait: asked again at once.
+    expect(second.resultType).toBe('input_required');
+    expect(runs).toEqual(['ran', 'ran']);
   });
 
   it('the SDK client fulfils the rounds itself: it opens the pages, and its retry completes once settled', async () => {
