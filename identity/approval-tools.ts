@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import type { LocalTool } from '../proxy/index';
-import type { Approvals } from './approvals';
+import type { CallContext, LocalTool } from '../proxy/index';
+import type { Approvals, RequestOutcome } from './approvals';
 import { IdentityError } from './identity-error';
 
 /** Longest `await_approval` wait (SPEC §5.4). */
@@ -35,11 +35,15 @@ export function approvalTools(approvals: Approvals): LocalTool[] {
     {
       name: 'request_approval',
       description:
-        'Ask the household to approve a merchant-signed invoice before paying it. Returns at once with an approvalId and which family members must approve it (the child; above $10.00 also the parent) in their approval windows; then call await_approval. Orders above $200.00 cannot be approved.',
+        'Ask the household to approve a merchant-signed invoice before paying it. The family members who must approve it (the child; above $10.00 also the parent) do so in their approval windows. A client that can open URLs (URL elicitation) is sent to those windows, and this call answers once they decided, as await_approval does; otherwise it returns at once with an approvalId and the windows (approveUrls), then call await_approval. Orders above $200.00 cannot be approved.',
       inputSchema: inputSchemaOf(RequestApproval),
-      handler: guarded(async (args) => {
+      handler: guarded(async (args, context) => {
         const input = parse(RequestApproval, args);
         const outcome = await approvals.request(input.invoice);
+        // A retry after the invoice expired finds the request made for it: how that ended is the answer.
+        const requested = outcome.ok ? outcome : await approvals.existing(input.invoice);
+        const asked = requested === undefined ? undefined : await askInWindows(approvals, requested, context);
+        if (asked !== undefined) return asked;
         if (!outcome.ok) return errorResult(`The approval request was refused: ${outcome.reason}.`);
         const { ok: _ok, ...result } = outcome;
         return jsonResult(result);
@@ -73,6 +77,60 @@ export function approvalTools(approvals: Approvals): LocalTool[] {
       }),
     },
   ];
+}
+
+/**
+ * Asks the household the protocol's way (SPEC §5.4, §3.12): a URL elicitation per role still
+ * needed, to that role's approval window for this request, answered once the request is decided:
+ * approved → what `await_approval` gives (the evidence); declined or expired → refused with the
+ * reason, nothing charged. `undefined` when the client cannot open URLs (or would not): it keeps
+ * today's `pending` and `await_approval`. The app's own chat declares forms only, so its turns
+ * stay server-side.
+ */
+async function askInWindows(
+  approvals: Approvals,
+  requested: Extract<RequestOutcome, { ok: true }>,
+  context: CallContext,
+): Promise<CallToolResult | undefined> {
+  const { approvalId } = requested;
+  const view = context.elicit === undefined ? undefined : await approvals.get(approvalId);
+  if (context.elicit === undefined || view === undefined) return undefined;
+  const order = `${dollars(view.terms.totalCents)} at ${view.terms.merchantName}`;
+  const waiting = view.requiredRoles.filter((role) => !view.approvedRoles.includes(role));
+  const answer = await context.elicit({
+    mode: 'url',
+    id: `approval/${approvalId}`,
+    pages: Object.fromEntries(
+      waiting.map((role) => [
+        role,
+        {
+          message: `The ${role} approves or declines the order of ${order} with their passkey, in their approval window.`,
+          url: `${requested.approveUrls[role]}&request=${encodeURIComponent(approvalId)}`,
+        },
+      ]),
+    ),
+    // Reads the request only: a long-poll that ends early when a window decides it.
+    settled: async ({ timeoutMs, signal }) =>
+      (await approvals.wait({ approvalId, timeoutMs, signal })).status !== 'pending',
+  });
+  if (answer.action !== 'accept') return undefined;
+  const decided = await approvals.wait({ approvalId, timeoutMs: 0 });
+  if (decided.status === 'approved') return jsonResult(decided);
+  if (decided.status === 'pending') return undefined;
+  return {
+    content: [
+      {
+        type: 'text',
+        text: `Refused: ${decided.reason}. Nothing was charged.`,
+      },
+    ],
+    structuredContent: decided,
+    isError: true,
+  };
+}
+
+function dollars(cents: number): string {
+  return `$${(cents / 100).toFixed(2)}`;
 }
 
 function inputSchemaOf(schema: z.ZodType): LocalTool['inputSchema'] {

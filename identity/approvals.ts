@@ -84,6 +84,12 @@ export type DecisionOutcome =
 export interface Approvals {
   /** Verifies a merchant-signed invoice and creates (or finds) its pending request. Nothing is stored on refusal. */
   request(invoice: string): Promise<RequestOutcome>;
+  /**
+   * The request already made for exactly these invoice bytes (verified when it was made), whatever
+   * its state now, expired included: a retry after the invoice expired still learns how its request
+   * ended. `undefined` when there is none. Creates nothing.
+   */
+  existing(invoice: string): Promise<Extract<RequestOutcome, { ok: true }> | undefined>;
   /** Long-polls until the request is decided or `timeoutMs` passes. Never blocks other callers. */
   wait(input: {
     readonly approvalId: string;
@@ -159,6 +165,15 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     for (const wake of waiters.get(approvalId) ?? []) wake();
   };
   const approveUrl = (role: Role) => `${options.origin}/approve?as=${role}`;
+  const requested = (record: ApprovalRecord) =>
+    ({
+      ok: true,
+      approvalId: record.approvalId,
+      status: record.status,
+      requiredRoles: record.requiredRoles,
+      approveUrls: Object.fromEntries(record.requiredRoles.map((role) => [role, approveUrl(role)])),
+      expiresAt: new Date(record.expiresAt).toISOString(),
+    }) as const;
 
   /** Verifies a merchant-signed credential against the pinned key of a merchant the operator trusts. */
   async function verifyMerchantCredential(
@@ -236,14 +251,17 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
           requiredRoles: record.requiredRoles,
         });
       }
-      return {
-        ok: true,
-        approvalId: record.approvalId,
-        status: record.status,
-        requiredRoles: record.requiredRoles,
-        approveUrls: Object.fromEntries(record.requiredRoles.map((role) => [role, approveUrl(role)])),
-        expiresAt: new Date(record.expiresAt).toISOString(),
-      };
+      return requested(record);
+    },
+
+    async existing(invoice) {
+      if (typeof invoice !== 'string' || invoice.length > INVOICE_LIMIT) return undefined;
+      // Looked up by the id the bytes claim, then kept only if they are the very bytes verified at creation.
+      const invoiceId = decodeSegment(invoice.split('.')[1] ?? '')?.jti;
+      const found = typeof invoiceId === 'string' ? await store.getByInvoice(invoiceId) : undefined;
+      if (found?.invoice !== invoice) return undefined;
+      const record = await current(found.approvalId);
+      return record && requested(record);
     },
 
     async wait({ approvalId, timeoutMs, signal }) {

@@ -79,6 +79,7 @@ export type {
   ServerFacts,
   StartReport,
   ToolHeldFacts,
+  UrlElicitation,
 } from './gateway/types';
 export {
   createHttpHandler,

@@ -24,6 +24,7 @@ function contextAnswering(result: ElicitResult | Error) {
     principal: { id: 'test' },
     scope: { kind: 'session', id: 's1' },
     elicit: async (params) => {
+      if (params.mode === 'url') throw new Error('the elicitation filter asks through forms only');
       asked.push(params);
       if (result instanceof Error) throw result;
       return result;

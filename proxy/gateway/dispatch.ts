@@ -2,6 +2,7 @@ import type { CredentialLookup } from '../credentials/credentialed-fetch';
 import { Downstream } from '../downstream/downstream';
 import { ProxyError } from '../errors';
 import type { ProxyLogger } from './create-gateway';
+import { isInputRequired } from './input-required';
 import { askerOf, type Reach, type Registry } from './registry';
 import type { CallContext, CallRequest, DispatchOutcome, DownstreamSpec } from './types';
 
@@ -93,6 +94,8 @@ export function createDispatch(options: DispatchOptions): Dispatch {
         }
         return { status: 'completed', result };
       } catch (error) {
+        // A local tool asking the person (a URL ask) ran nothing it cannot run again: the face asks, the retry re-enters.
+        if (isInputRequired(error)) throw error;
         if (ProxyError.isInstance(error)) {
           const unknown = error.code === 'downstream-timeout' || error.code === 'outcome-unknown';
           return { status: unknown ? 'unknown' : 'failed', reason: error.message };

@@ -170,6 +170,8 @@ function guarded(
     try {
       return await wrap(once);
     } catch (error) {
+      // The tool asked the person: no outcome yet, so no fault; the retry runs the wraps again.
+      if (isInputRequired(error)) throw error;
       reporter.onFilterError(filter, error);
       return dispatched === undefined
         ? { status: 'failed', reason: `Refused: the ${filter} check failed, so the request was blocked (fail closed).` }

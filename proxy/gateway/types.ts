@@ -48,8 +48,34 @@ export type DiscoveryScope =
   /** A sessionless (2026-07-28) client; `handle` is absent until its first search returns one. */
   | { readonly kind: 'handle'; readonly handle?: string };
 
-/** Asks the human through a form, tied by the face to the request being handled. */
-export type Elicit = (params: ElicitRequestFormParams) => Promise<ElicitResult>;
+/**
+ * A URL-mode ask (SPEC §3.12): the person is sent to pages of the host's own (the approval
+ * windows) and acts there. Nothing they do there travels through the client, which only opens the
+ * pages; `settled` is how the asker learns it happened.
+ */
+export interface UrlElicitation {
+  readonly mode: 'url';
+  /**
+   * Names what is asked (`approval/<id>`), stable across rounds: a retry's answers count only for
+   * the same ask, and a request state carries it.
+   */
+  readonly id: string;
+  /** The pages to visit, by a short key (`child`, `parent`): one URL elicitation each. */
+  readonly pages: Readonly<Record<string, { readonly message: string; readonly url: string }>>;
+  /**
+   * Waits at most `timeoutMs` for what the person does on the pages: true once it is decided (done,
+   * or past doing), false while it is still waiting. Reads only; never changes what it waits for.
+   */
+  readonly settled: (wait: { readonly timeoutMs: number; readonly signal: AbortSignal }) => Promise<boolean>;
+}
+
+/**
+ * Asks the human, tied by the face to the request being handled: through a form, or (a
+ * {@link UrlElicitation}) by sending them to pages. A URL ask resolves `accept` once `settled` says
+ * so; `decline` or `cancel` when the client would not open the pages, or cannot take URL
+ * elicitation at all.
+ */
+export type Elicit = (params: ElicitRequestFormParams | UrlElicitation) => Promise<ElicitResult>;
 
 /**
  * Sends a server→client request (`elicitation/create`, `sampling/createMessage`, `roots/list`,

@@ -11,12 +11,20 @@ import {
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
 import { InputRequired, isInputRequired } from '../gateway/input-required';
-import type { Elicit, Principal, RelayRequest } from '../gateway/types';
+import type { Elicit, Principal, RelayRequest, UrlElicitation } from '../gateway/types';
 import { memorySpentLedger, type SpentLedger } from '../store/spent-ledger';
 import { createHeldCalls, type HeldStep } from './held-calls';
 
 /** How long an asked question's request state stays valid: as long as a person may take over a form. */
 const ttlSeconds = 600;
+
+/**
+ * How long a retry of a URL ask waits for the person before asking again (a long-poll, like
+ * `await_approval`). Under the SDK clients' default 60 s per request, so the retry is answered
+ * before the client gives up on it; with the v2 client's 10 rounds that is 7.5 minutes of waiting,
+ * longer than a five-minute invoice lives, so an approval expires before a client's round cap.
+ */
+export const urlWaitMs = 45_000;
 
 /**
  * What a request state says (signed, not encrypted: nothing secret in it). `who` and `call` bind it
@@ -30,6 +38,8 @@ interface RoundState {
   readonly who: string;
   readonly call: string;
   readonly asked: string;
+  /** For a URL ask: what it is about (`approval/<id>`); its retry counts only for the same ask. */
+  readonly about?: string;
   readonly answers: Readonly<Record<string, ElicitResult>>;
   readonly held?: { readonly id: string; readonly round: number; readonly replica: string };
 }
@@ -43,6 +53,8 @@ export interface InputRoundsOptions {
   readonly now?: () => number;
   /** Names this process in the states of the calls it holds; default a random id. */
   readonly replica?: string;
+  /** How long a URL ask's retry (or a 2025 client's open call) waits per turn; default {@link urlWaitMs}. */
+  readonly urlWaitMs?: number;
 }
 
 /** The call a round belongs to: who makes it, with which meta-tool and arguments. */
@@ -67,6 +79,8 @@ export interface Turn {
 export interface RoundOptions {
   /** The client can show forms (it declared elicitation). */
   readonly canAsk: boolean;
+  /** The client can open URLs for the person (it declared URL elicitation); default false. */
+  readonly canAskUrl?: boolean;
   /**
    * The client cannot be sent requests (2026-07-28): a downstream's own request during the call
    * holds the call in this process and is asked as `input_required` instead.
@@ -78,7 +92,11 @@ export interface RoundOptions {
  * The one input primitive on a face (SPEC §3.12): a filter asks a person through `elicit`; the
  * face answers the client with `input_required` and a signed request state, and the retry brings
  * the answer back to the filter. A 2025 client gets the same rounds as server→client requests (the
- * SDK's legacy shim pushes them over the session and re-enters the handler).
+ * SDK's legacy shim pushes them over the session and re-enters the handler). A URL ask (the
+ * approval windows) is `input_required` with one URL elicitation per page to a 2026 client, each
+ * retry waiting a bounded while for the person before asking again; a 2025 client gets
+ * `elicitation/create` in URL mode over its session while the call stays open, then
+ * `notifications/elicitation/complete` once it is settled.
  */
 export interface InputRounds {
   /** For `ServerOptions.requestState.verify`: a tampered or expired state never reaches a handler. */
@@ -105,6 +123,23 @@ function digest(...parts: string[]): string {
     .slice(0, 22);
 }
 
+/** What a URL ask's answer is once the person acted on its pages. */
+const settledAnswer: ElicitResult = { action: 'accept' };
+
+/** The input request keys of a URL ask's pages: `<ask key>:<page>`. */
+function pageKeys(key: string, ask: UrlElicitation): [string, { message: string; url: string }][] {
+  return Object.entries(ask.pages).map(([page, visit]) => [`${key}:${page}`, visit]);
+}
+
+/** The client's answers to a URL ask's pages: the first that is not `accept`, else `accept`. */
+function pagesAnswer(responses: ServerContext['mcpReq']['inputResponses'], key: string, ask: UrlElicitation) {
+  for (const [pageKey] of pageKeys(key, ask)) {
+    const view = inputResponse(responses, pageKey);
+    if (view.kind === 'elicit' && view.action !== 'accept') return { action: view.action } satisfies ElicitResult;
+  }
+  return settledAnswer;
+}
+
 function refused(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
@@ -115,6 +150,38 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
   const now = options.now ?? Date.now;
   const replica = options.replica ?? randomUUID();
   const holds = createHeldCalls({ timeoutMs: ttlSeconds * 1000 });
+  const waitMs = options.urlWaitMs ?? urlWaitMs;
+
+  /**
+   * A URL ask to a 2025 client, in the call: `elicitation/create` in URL mode per page over the
+   * session, then the call stays open until the ask is settled (progress every turn, when the client
+   * asked for it, so its timeout restarts), then `notifications/elicitation/complete` per page.
+   */
+  async function pushUrl(ctx: ServerContext, ask: UrlElicitation): Promise<ElicitResult> {
+    const { signal } = ctx.mcpReq;
+    const pages = Object.values(ask.pages).map((visit) => ({ ...visit, elicitationId: randomUUID() }));
+    const answers = await Promise.all(
+      pages.map(({ message, url, elicitationId }) =>
+        ctx.mcpReq.elicitInput({ mode: 'url', message, url, elicitationId }, { signal, timeout: ttlSeconds * 1000 }),
+      ),
+    );
+    const refusal = answers.find((answer) => answer.action !== 'accept');
+    if (refusal !== undefined) return { action: refusal.action };
+    const progressToken = ctx.mcpReq._meta?.progressToken;
+    for (let turn = 1; !(await ask.settled({ timeoutMs: waitMs, signal })); turn++) {
+      if (signal.aborted) return { action: 'cancel' };
+      if (progressToken !== undefined) {
+        await ctx.mcpReq.notify({
+          method: 'notifications/progress',
+          params: { progressToken, progress: turn, message: 'Waiting for the household in the approval windows' },
+        });
+      }
+    }
+    for (const { elicitationId } of pages) {
+      await ctx.mcpReq.notify({ method: 'notifications/elicitation/complete', params: { elicitationId } });
+    }
+    return settledAnswer;
+  }
 
   /** A held call's step as this request's answer: its result, or its questions under a new state. */
   async function render(step: HeldStep, who: string, call: string): Promise<CallToolResult | InputRequiredResult> {
@@ -126,7 +193,7 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
 
   return {
     verify: codec.verify,
-    async run(ctx, call, { canAsk, hold }, answer) {
+    async run(ctx, call, { canAsk, canAskUrl = false, hold }, answer) {
       const who = digest(call.principal.id);
       const fingerprint = digest(call.method, call.name, canonicalize(call.arguments ?? {}) ?? '{}');
       const state = ctx.mcpReq.requestState<RoundState>();
@@ -161,6 +228,24 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
         const key = `ask-${++asked}`;
         const earlier = answers[key];
         if (earlier !== undefined) return earlier;
+        if (params.mode === 'url') {
+          // A client that cannot open URLs is not asked: the asker falls back (`await_approval`).
+          if (!canAskUrl) return { action: 'cancel' };
+          const { signal } = ctx.mcpReq;
+          if (await params.settled({ timeoutMs: 0, signal })) return settledAnswer;
+          if (!hold) return pushUrl(ctx, params);
+          // The retry of this very ask: the client opened the pages (or would not); wait a bounded
+          // while for the person, then answer, or ask again under a new state.
+          if (state?.asked === key && state.about === params.id) {
+            const opened = pagesAnswer(ctx.mcpReq.inputResponses, key, params);
+            if (opened.action !== 'accept') return opened;
+            if (await params.settled({ timeoutMs: waitMs, signal })) {
+              answers[key] = settledAnswer;
+              return settledAnswer;
+            }
+          }
+          throw new InputRequired(key, params);
+        }
         // Only the answer to the question the state says was asked counts: nothing else is taken from the client.
         const view =
           state?.asked === key ? inputResponse(ctx.mcpReq.inputResponses, key) : { kind: 'missing' as const };
@@ -177,16 +262,28 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
         return await render(step, who, fingerprint);
       } catch (error) {
         if (!isInputRequired(error)) throw error;
-        const next: RoundState = { v: 1, id: randomUUID(), who, call: fingerprint, asked: error.key, answers };
-        return inputRequired({
-          inputRequests: {
-            [error.key]: inputRequired.elicit({
-              message: error.request.message,
-              requestedSchema: error.request.requestedSchema as never,
-            }),
-          },
-          requestState: await codec.mint(next),
-        });
+        const { key, request } = error;
+        const next: RoundState = {
+          v: 1,
+          id: randomUUID(),
+          who,
+          call: fingerprint,
+          asked: key,
+          ...(request.mode === 'url' && { about: request.id }),
+          answers,
+        };
+        const inputRequests =
+          request.mode === 'url'
+            ? Object.fromEntries(
+                pageKeys(key, request).map(([pageKey, visit]) => [pageKey, inputRequired.elicitUrl(visit)]),
+              )
+            : {
+                [key]: inputRequired.elicit({
+                  message: request.message,
+                  requestedSchema: request.requestedSchema as never,
+                }),
+              };
+        return inputRequired({ inputRequests, requestState: await codec.mint(next) });
       }
     },
   };

@@ -225,7 +225,11 @@ export function createSearchModeServer(gateway: Gateway, options: SearchModeServ
     const result = await rounds.run(
       ctx,
       { principal: options.principal, method: 'tools/call', name, arguments: args },
-      { canAsk: clientCapabilities.elicitation !== undefined, hold: modern },
+      {
+        canAsk: clientCapabilities.elicitation !== undefined,
+        canAskUrl: clientCapabilities.elicitation?.url !== undefined,
+        hold: modern,
+      },
       (turn) => answerMetaTool(gateway, { name, arguments: args }, { ...context, ...turn }),
     );
     if (name === 'call_tool' && result.isError === true) {

@@ -575,13 +575,16 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
         listing: connection,
         signal: ctx.mcpReq.signal,
         ...(formCapable && {
-          elicit: (params) =>
-            target.elicitInput(params, {
-              // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
-              relatedRequestId: ctx.mcpReq.id,
-              timeout: config.elicitation.timeoutMs,
-              signal: ctx.mcpReq.signal,
-            }),
+          // Transparent mode asks only through forms; a URL ask is answered as one it cannot make.
+          elicit: async (params) =>
+            params.mode === 'url'
+              ? { action: 'cancel' }
+              : target.elicitInput(params, {
+                  // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
+                  relatedRequestId: ctx.mcpReq.id,
+                  timeout: config.elicitation.timeoutMs,
+                  signal: ctx.mcpReq.signal,
+                }),
         }),
       };
       // Relay progress under the client's own token; the SDK puts its own token on the upstream request.
