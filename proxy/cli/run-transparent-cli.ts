@@ -8,6 +8,7 @@ import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
 import { createStatelessLeg } from '../meta-tools/stateless-search-mode-server';
+import { acquirePidFile, type HeldPidFile } from '../pid-file';
 import type { PinStore } from '../pins/types';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
@@ -18,7 +19,6 @@ import {
   relayChangeEvents,
   type TransparentRequests,
 } from '../transparent/transparent-requests';
-import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
 import { describeStore, openPinStore, parseStoreUrl, type StoreLocation } from './store-url';

@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { realpathSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -147,14 +149,25 @@ describe('an upgraded shop in the household', () => {
       expect(shown.out).toContain('Refund an order to the card that paid it.');
       // Accepting everything is never the default.
       expect((await household('accept', 'pizza')).code).toBe(2);
+      // A pid file left by an app that is gone is harmless: its process is not signalled.
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      const store = realpathSync(join(dataDir, 'household.sqlite'));
+      writeFileSync(
+        `${store}.pid`,
+        JSON.stringify({ pid: gone, instance: 'a'.repeat(32), config: store, started: 'linux:gone:1' }),
+      );
       const accepted = await household('accept', 'pizza', 'refund');
       expect(accepted.code).toBe(0);
       expect(accepted.out).toMatch(/^accepted pizza refund \([0-9a-f]{64}\)$/m);
+      expect(accepted.out).toContain(
+        "no running app signalled (pid file dead); the decision takes effect at the app's next start",
+      );
       expect((await household('accept', 'pizza', 'refund')).code).toBe(1);
     } finally {
       vi.unstubAllEnvs();
     }
-    // What a restart does: the shop's listing checked against the store as it is now.
+    // What the app's SIGHUP does (tests/e2e/pins-accept-reaches-the-running-app.spec.ts runs it
+    // for real): the shop's listing checked against the store as it is now.
     await runtime.gateway.readmitPins();
     expect(await search('refund an order')).toContain('pizza__refund');
     const refund = await call('pizza__refund', { orderId: 'order-1' });
