@@ -9,6 +9,7 @@ import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
 import { createStatelessLeg } from '../meta-tools/stateless-search-mode-server';
 import { acquirePidFile, type HeldPidFile } from '../pid-file';
+import { readPinsFile, seedPins } from '../pins/pins-file';
 import type { PinStore } from '../pins/types';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
@@ -196,6 +197,28 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   say(`store: ${describeStore(store)}; the upstream's tools are pinned as server "${config.proxy.name}"`);
   if (store.kind === 'memory') {
     say('pins: memory: tool pins live for this process only; every start trusts the first listing again');
+  }
+  // The config's pins file fixes the upstream's hashes ahead of its first listing, as in search
+  // mode: a differing hash or a name the file does not hold is held, and the log names it. Read at
+  // start only; a malformed file is a config error.
+  if (config.pins !== undefined) {
+    try {
+      const file = readPinsFile(config.pins);
+      const seeded = await seedPins(pinStore, file);
+      say(
+        `pins file: ${config.pins} (${seeded.seeded.length} servers fixed ahead of first use${seeded.known.length ? `; already pinned in the store, kept: ${seeded.known.join(', ')}` : ''})`,
+      );
+      if (!Object.hasOwn(file.servers, config.proxy.name)) {
+        say(
+          `pins file: it names no server "${config.proxy.name}" (proxy.name): the upstream's first listing is pinned as it comes`,
+        );
+      }
+    } catch (error) {
+      await pinStore.close();
+      if (!ProxyError.isInstance(error)) throw error;
+      say(error.message);
+      return TRANSPARENT_EXIT.usage;
+    }
   }
   const live = new Set<TransparentProxy>();
   // The face for 2026-07-28 requests, on either transport. The upstream's list changes reach 2026
