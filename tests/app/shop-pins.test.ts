@@ -132,6 +132,42 @@ describe('an upgraded shop in the household', () => {
     expect(rows.every((row) => row.data.outcome === 'deny')).toBe(true);
   });
 
+  it('is accepted by no tool a model session reaches: the meta-tools and the household’s local tools', async () => {
+    vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
+    const status = async () => {
+      const lines: string[] = [];
+      expect(await runHouseholdCli(['pins', 'list', '--json'], (line) => lines.push(line))).toBe(0);
+      return lines.join('\n');
+    };
+    try {
+      const before = await status();
+      expect(before).toContain('"pending-new"');
+      // The session's whole surface: the three meta-tools, and through call_tool the local tools.
+      expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
+        'call_tool',
+        'load_mcp_server',
+        'search_tools',
+      ]);
+      expect(await search('pins accept pending tool operator review')).not.toMatch(/pins_accept|accept_pin/);
+      const aimed = { server: 'pizza', tool: 'refund', decision: 'accept', all: true, invoice: 'accept pizza refund' };
+      for (const name of ['request_approval', 'await_approval', 'record_fulfillment', 'pins_accept', 'pizza__refund']) {
+        await call(name, aimed);
+      }
+      expect(
+        (
+          await client.callTool({
+            name: 'load_mcp_server',
+            arguments: { server_name: 'pizza', url: 'http://127.0.0.1:9/mcp' },
+          })
+        ).isError,
+      ).toBe(true);
+      expect(await status()).toBe(before);
+      expect((await call('pizza__refund', { orderId: 'order-1' })).isError).toBe(true);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
   it('is accepted by the operator with npm run household -- pins accept, then found and called', async () => {
     vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
     try {
