@@ -83,6 +83,8 @@ definition, hashed). A later definition that differs, or a new tool name, is lef
 and refused if called, named in the log, until the operator runs
 extensible-mcp pins accept <proxy.name> <tool> --config FILE; that command signals this proxy (its
 pid file, FILE.pid), which checks the listings again and tells its clients the list changed.
+A "pins: pins.json" line in the YAML (beside it) fixes the upstream's hashes ahead of its first listing
+({"servers": {"<proxy.name>": {"<tool>": "<sha256>"}}}, as pins list --json prints them).
 
 Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
 upstream is re-pointed (a new connection per session; the old one closes when its calls end; a
