@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { issueEnrollmentCodes, type Role, roles, trustMerchant } from '../identity/index';
-import { runPinsCommand } from '../proxy/index';
+import { runPinsCommand, signalRunningProxy } from '../proxy/index';
 import { readHouseholdEnv } from './env';
+import { householdPidTarget } from './hold-household-pid-file';
 import { openIdentity, storeFileName } from './start-identity';
 import { openHouseholdStore } from './store';
 
@@ -101,8 +102,10 @@ const pinsUsage = `Usage: npm run household -- pins <command>
   accept <server> (<tool> | --all) the pending definition becomes the pin (an upgraded shop's new tool)
   reject <server> [tool]           the pending definition is refused for good
 
-Works on the household store in EXTENSIBLE_MCP_DATA (default ./.data). The household checks its
-shop's listing against the store at start: restart the app after accepting (docs/pinning.md).`;
+Works on the household store in EXTENSIBLE_MCP_DATA (default ./.data). accept and reject then
+send SIGHUP to the app running on that data folder (its pid file, household.sqlite.pid there),
+which checks the shop's listing against the store again: an accepted tool is found and called at
+once, with no restart. With no app running, the decision applies at its next start (docs/pinning.md).`;
 
 /**
  * `npm run household -- pins …` (SPEC §3.13, docs/pinning.md): the proxy's pins commands on the
@@ -110,7 +113,8 @@ shop's listing against the store at start: restart the app after accepting (docs
  * creates the store: a missing file is the wrong data folder, not an empty household.
  */
 async function runHouseholdPins(argv: readonly string[], print: (line: string) => void): Promise<number> {
-  const path = join(readHouseholdEnv().dataDir, storeFileName);
+  const { dataDir } = readHouseholdEnv();
+  const path = join(dataDir, storeFileName);
   return runPinsCommand({
     argv,
     io: { out: print, err: print },
@@ -124,7 +128,12 @@ async function runHouseholdPins(argv: readonly string[], print: (line: string) =
       const store = openHouseholdStore({ path });
       return {
         store: store.pins,
-        afterDecision: () => "restart the app: the household checks its shop's listing against the store at start",
+        afterDecision() {
+          const signal = signalRunningProxy(householdPidTarget(dataDir));
+          return signal.signalled
+            ? `signalled the running app (pid ${signal.pid}); it checks the shop's listing against the store now`
+            : `no running app signalled (pid file ${signal.reason}); the decision takes effect at the app's next start`;
+        },
         close: () => store.close(),
       };
     },

@@ -93,6 +93,7 @@ export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/conne
 export { createInputRounds, type InputRounds, type InputRoundsOptions } from './meta-tools/input-rounds';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
 export { nameSeparator, qualifyName } from './names';
+export { acquirePidFile, type HeldPidFile, type SignalOutcome, signalRunningProxy } from './pid-file';
 export {
   createSqlitePinStore,
   type HeldDefinition,

@@ -8,6 +8,7 @@ import {
 import type { SearchMode } from '../../proxy/index';
 import type { ChatService, PlannerInfo } from '../agent/types';
 import { type HouseholdEnv, readHouseholdEnv } from '../env';
+import { holdHouseholdPidFile } from '../hold-household-pid-file';
 import { type HouseholdRuntime, startHouseholdRuntime } from '../runtime';
 import { createAppChatService } from './chat-wiring';
 import type { LogSource } from './live-log';
@@ -102,13 +103,22 @@ export async function startHouseholdApp(
       chat,
       httpTokens: [...(env.httpToken === undefined ? [] : [{ name: 'mcp', token: env.httpToken }]), ...env.httpTokens],
     });
+    // `npm run household -- pins accept` signals this process (the one holding the runtime), which
+    // checks the shop's listing against the store again: an accepted tool works without a restart.
+    const pidFile = holdHouseholdPidFile({ gateway: runtime.gateway, dataDir: env.dataDir, log: print });
     for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
       print(line);
     }
     if (env.testClockFile !== undefined) {
       print('  WARNING: EXTENSIBLE_MCP_TEST_CLOCK_FILE moves the household clock: for browser tests only.');
     }
-    return app;
+    return {
+      ...app,
+      async close() {
+        pidFile.release();
+        await app.close();
+      },
+    };
   } catch (error) {
     await runtime.close();
     throw error;

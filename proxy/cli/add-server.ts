@@ -11,8 +11,8 @@ import { fetchWithoutRedirects } from '../downstream/downstream';
 import { unwrapProbeFailure } from '../downstream/protocol-setting';
 import { ProxyError } from '../errors';
 import { nameProblem } from '../names';
+import { signalRunningProxy } from '../pid-file';
 import type { ProxyEnv } from './env';
-import { signalRunningProxy } from './pid-file';
 
 /** The outcome of {@link verifyServer}. */
 export type Verification =

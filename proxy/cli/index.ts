@@ -4,6 +4,14 @@
  */
 
 export {
+  acquirePidFile,
+  checkPidFile,
+  type PidFileCheck,
+  pidFilePath,
+  processStartTime,
+  signalRunningProxy,
+} from '../pid-file';
+export {
   PINS_EXIT,
   type PinsIo,
   type PinsTarget,
@@ -12,14 +20,6 @@ export {
 } from '../pins/pins-command';
 export { type AddServerIo, addServerToConfig, runAddServer, type Verification, verifyServer } from './add-server';
 export { type ProxyEnv, readProxyEnv } from './env';
-export {
-  acquirePidFile,
-  checkPidFile,
-  type PidFileCheck,
-  pidFilePath,
-  processStartTime,
-  signalRunningProxy,
-} from './pid-file';
 export { type ReloadReport, reloadServers } from './reload-servers';
 export { runCli } from './run-cli';
 export { pinsHelp, type RunPinsOptions, runPins } from './run-pins';

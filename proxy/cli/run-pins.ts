@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { resolveConfigPath } from '../config';
 import { ProxyError } from '../errors';
+import { signalRunningProxy } from '../pid-file';
 import { type PinsIo, type PinsTarget, runPinsCommand } from '../pins/pins-command';
 import { openPostgresPinStore } from '../pins/postgres-pin-store';
 import { openSqlitePinStore } from '../pins/sqlite-pin-store';
 import type { ProxyEnv } from './env';
-import { signalRunningProxy } from './pid-file';
 import { parseStoreUrl } from './store-url';
 
 /** Options of {@link runPins}. */

@@ -8,6 +8,8 @@ import type { Principal } from '../gateway/types';
 import { type InboundToken, readInboundTokens } from '../http/inbound-tokens';
 import { serveSessions } from '../http/serve-http';
 import { createStatelessLeg } from '../meta-tools/stateless-search-mode-server';
+import { acquirePidFile, type HeldPidFile } from '../pid-file';
+import { readPinsFile, seedPins } from '../pins/pins-file';
 import type { PinStore } from '../pins/types';
 import { createTransparentProxy, type TransparentProxy } from '../transparent/create-transparent-proxy';
 import { describeUpstream } from '../transparent/create-upstream-transport';
@@ -18,7 +20,6 @@ import {
   relayChangeEvents,
   type TransparentRequests,
 } from '../transparent/transparent-requests';
-import { acquirePidFile, type HeldPidFile } from './pid-file';
 import { shutdownDrainMs } from './shutdown';
 import { StdioTransport } from './stdio-transport';
 import { describeStore, openPinStore, parseStoreUrl, type StoreLocation } from './store-url';
@@ -82,6 +83,8 @@ definition, hashed). A later definition that differs, or a new tool name, is lef
 and refused if called, named in the log, until the operator runs
 extensible-mcp pins accept <proxy.name> <tool> --config FILE; that command signals this proxy (its
 pid file, FILE.pid), which checks the listings again and tells its clients the list changed.
+A "pins: pins.json" line in the YAML (beside it) fixes the upstream's hashes ahead of its first listing
+({"servers": {"<proxy.name>": {"<tool>": "<sha256>"}}}, as pins list --json prints them).
 
 Reload: SIGHUP re-reads the config. The next call uses the new elicitation policy, and a changed
 upstream is re-pointed (a new connection per session; the old one closes when its calls end; a
@@ -196,6 +199,28 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
   say(`store: ${describeStore(store)}; the upstream's tools are pinned as server "${config.proxy.name}"`);
   if (store.kind === 'memory') {
     say('pins: memory: tool pins live for this process only; every start trusts the first listing again');
+  }
+  // The config's pins file fixes the upstream's hashes ahead of its first listing, as in search
+  // mode: a differing hash or a name the file does not hold is held, and the log names it. Read at
+  // start only; a malformed file is a config error.
+  if (config.pins !== undefined) {
+    try {
+      const file = readPinsFile(config.pins);
+      const seeded = await seedPins(pinStore, file);
+      say(
+        `pins file: ${config.pins} (${seeded.seeded.length} servers fixed ahead of first use${seeded.known.length ? `; already pinned in the store, kept: ${seeded.known.join(', ')}` : ''})`,
+      );
+      if (!Object.hasOwn(file.servers, config.proxy.name)) {
+        say(
+          `pins file: it names no server "${config.proxy.name}" (proxy.name): the upstream's first listing is pinned as it comes`,
+        );
+      }
+    } catch (error) {
+      await pinStore.close();
+      if (!ProxyError.isInstance(error)) throw error;
+      say(error.message);
+      return TRANSPARENT_EXIT.usage;
+    }
   }
   const live = new Set<TransparentProxy>();
   // The face for 2026-07-28 requests, on either transport. The upstream's list changes reach 2026

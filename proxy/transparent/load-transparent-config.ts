@@ -1,5 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { envReferenceResolver } from '../env-references';
 import { ProxyError } from '../errors';
@@ -35,7 +35,9 @@ export async function loadTransparentConfig(
     const detail = error instanceof YAMLParseError ? error.message : String(error);
     throw new ProxyError('config-invalid', `${file}: invalid YAML: ${detail}`, { cause: error });
   }
-  const config = parseTransparentConfig(raw, file);
+  const parsed = parseTransparentConfig(raw, file);
+  // The pins file is named relative to the YAML's folder, as in the JSON config.
+  const config = parsed.pins === undefined ? parsed : { ...parsed, pins: resolve(dirname(file), parsed.pins) };
   if (config.upstream.kind !== 'stdio') return config;
   const env = envReferenceResolver(file, environment)(config.upstream.env, 'upstream.env');
   return { ...config, upstream: { ...config.upstream, env } };

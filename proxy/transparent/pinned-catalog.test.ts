@@ -69,6 +69,20 @@ describe('createPinnedCatalog', () => {
     expect(catalog.held('lookup')).toBeUndefined();
   });
 
+  it('admits a relayed definition spelled with its keys in another order, and no changed one, after the same admission', async () => {
+    const { catalog } = catalogOver(memoryStore());
+    await catalog.tools(false);
+    // The same bytes as admitted (the cached path), and the same definition in another key order (hashed).
+    expect(catalog.admits(structuredClone(lookup))).toBe(true);
+    const reordered: Tool = { inputSchema: { type: 'object' }, description: lookup.description, name: 'lookup' };
+    expect(JSON.stringify(reordered)).not.toBe(JSON.stringify(lookup));
+    expect(catalog.admits(reordered)).toBe(true);
+    // A definition the admission did not see is refused, on either path.
+    expect(catalog.admits(pulled)).toBe(false);
+    expect(catalog.admits({ ...echo, name: 'lookup' })).toBe(false);
+    expect(catalog.admits({ name: 'unknown', inputSchema: { type: 'object' } })).toBe(false);
+  });
+
   it('lists again at once when the upstream says its tools changed, so the hold is refused before any client lists', async () => {
     const { catalog, listing, logged } = catalogOver(memoryStore());
     await catalog.tools(false);

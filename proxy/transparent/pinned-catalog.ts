@@ -50,6 +50,12 @@ export function createPinnedCatalog(options: PinnedCatalogOptions): PinnedCatalo
   /** What the last admission let through, by name, with each definition's hash. */
   let admitted = new Map<string, Tool>();
   let hashes = new Map<string, string>();
+  /**
+   * Each admitted definition's JSON as the admission saw it: a `tools/list` page that relays the
+   * very same bytes is admitted without hashing each tool again on every request. A definition
+   * spelled otherwise (another key order) is hashed, so the cache never decides differently.
+   */
+  let texts = new Map<string, string>();
   /** The listing in progress or done; cleared when the upstream's tools changed (without pins) or it failed. */
   let listing: Promise<void> | undefined;
 
@@ -61,6 +67,7 @@ export function createPinnedCatalog(options: PinnedCatalogOptions): PinnedCatalo
           index: (_server, tools) => {
             admitted = new Map(tools.map((tool) => [tool.name, tool]));
             hashes = new Map(tools.map((tool) => [tool.name, pinDefinition(tool).hash]));
+            texts = new Map(tools.map((tool) => [tool.name, JSON.stringify(tool)]));
           },
           log: options.log,
           emit: options.emit,
@@ -91,7 +98,10 @@ export function createPinnedCatalog(options: PinnedCatalogOptions): PinnedCatalo
       return admitted;
     },
     admits(tool) {
-      return admission === undefined || hashes.get(tool.name) === pinDefinition(tool).hash;
+      if (admission === undefined) return true;
+      const hash = hashes.get(tool.name);
+      if (hash === undefined) return false;
+      return texts.get(tool.name) === JSON.stringify(tool) || hash === pinDefinition(tool).hash;
     },
     held(tool) {
       return admission?.refusal(tool)?.reason;

@@ -130,6 +130,11 @@ export interface TransparentConfig extends ElicitationPolicy {
   readonly proxy: { readonly name: string; readonly version: string };
   readonly upstream: UpstreamConfig;
   readonly accessControl: TransparentAccessControl;
+  /**
+   * A `pins` file fixing the upstream's tool definitions ahead of first use (docs/pinning.md),
+   * under `proxy.name`; absolute once loaded from a file (relative to the YAML's folder).
+   */
+  readonly pins?: string;
 }
 
 function describeInput(input: unknown): string {
@@ -270,6 +275,7 @@ const fileSchema = mapping({
     version: text('the proxy server version').default('0.1.0'),
   }).prefault({}),
   upstream: upstreamSchema,
+  pins: text('a pins file path').optional(),
   elicitation: mapping({
     enabled: flag().default(true),
     fallback_on_unsupported: z
@@ -403,5 +409,6 @@ export function parseTransparentConfig(raw: unknown, source: string): Transparen
       denyResources: file.filters.access_control.deny_resources,
       denyPrompts: file.filters.access_control.deny_prompts,
     },
+    ...(file.pins !== undefined && { pins: file.pins }),
   };
 }

@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { realpathSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -130,6 +132,42 @@ describe('an upgraded shop in the household', () => {
     expect(rows.every((row) => row.data.outcome === 'deny')).toBe(true);
   });
 
+  it('is accepted by no tool a model session reaches: the meta-tools and the household’s local tools', async () => {
+    vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
+    const status = async () => {
+      const lines: string[] = [];
+      expect(await runHouseholdCli(['pins', 'list', '--json'], (line) => lines.push(line))).toBe(0);
+      return lines.join('\n');
+    };
+    try {
+      const before = await status();
+      expect(before).toContain('"pending-new"');
+      // The session's whole surface: the three meta-tools, and through call_tool the local tools.
+      expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
+        'call_tool',
+        'load_mcp_server',
+        'search_tools',
+      ]);
+      expect(await search('pins accept pending tool operator review')).not.toMatch(/pins_accept|accept_pin/);
+      const aimed = { server: 'pizza', tool: 'refund', decision: 'accept', all: true, invoice: 'accept pizza refund' };
+      for (const name of ['request_approval', 'await_approval', 'record_fulfillment', 'pins_accept', 'pizza__refund']) {
+        await call(name, aimed);
+      }
+      expect(
+        (
+          await client.callTool({
+            name: 'load_mcp_server',
+            arguments: { server_name: 'pizza', url: 'http://127.0.0.1:9/mcp' },
+          })
+        ).isError,
+      ).toBe(true);
+      expect(await status()).toBe(before);
+      expect((await call('pizza__refund', { orderId: 'order-1' })).isError).toBe(true);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
   it('is accepted by the operator with npm run household -- pins accept, then found and called', async () => {
     vi.stubEnv('EXTENSIBLE_MCP_DATA', dataDir);
     try {
@@ -147,14 +185,25 @@ describe('an upgraded shop in the household', () => {
       expect(shown.out).toContain('Refund an order to the card that paid it.');
       // Accepting everything is never the default.
       expect((await household('accept', 'pizza')).code).toBe(2);
+      // A pid file left by an app that is gone is harmless: its process is not signalled.
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      const store = realpathSync(join(dataDir, 'household.sqlite'));
+      writeFileSync(
+        `${store}.pid`,
+        JSON.stringify({ pid: gone, instance: 'a'.repeat(32), config: store, started: 'linux:gone:1' }),
+      );
       const accepted = await household('accept', 'pizza', 'refund');
       expect(accepted.code).toBe(0);
       expect(accepted.out).toMatch(/^accepted pizza refund \([0-9a-f]{64}\)$/m);
+      expect(accepted.out).toContain(
+        "no running app signalled (pid file dead); the decision takes effect at the app's next start",
+      );
       expect((await household('accept', 'pizza', 'refund')).code).toBe(1);
     } finally {
       vi.unstubAllEnvs();
     }
-    // What a restart does: the shop's listing checked against the store as it is now.
+    // What the app's SIGHUP does (tests/e2e/pins-accept-reaches-the-running-app.spec.ts runs it
+    // for real): the shop's listing checked against the store as it is now.
     await runtime.gateway.readmitPins();
     expect(await search('refund an order')).toContain('pizza__refund');
     const refund = await call('pizza__refund', { orderId: 'order-1' });

@@ -4,17 +4,9 @@
  * same: the accepted tool becomes callable even while the operator's config edit is broken.
  */
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import {
-  type PinnedProxy,
-  runPins,
-  scratchFolder,
-  startPinnedProxy,
-  stdioServer,
-  textOf,
-  writeListing,
-} from './fixtures/pinned-proxy';
+import { type PinnedProxy, runPins, textOf } from './fixtures/pinned-proxy';
+import { startShopProxy } from './fixtures/start-shop-proxy';
 
 const proxies: PinnedProxy[] = [];
 afterEach(async () => {
@@ -22,16 +14,12 @@ afterEach(async () => {
 });
 
 it('an accepted tool is callable after the SIGHUP even when the config no longer loads', async () => {
-  const folder = scratchFolder();
-  const listing = join(folder, 'listing.json');
-  writeListing(listing, [{ name: 'lookup', description: 'Looks up an order by its number' }]);
-  const config = join(folder, 'config.json');
-  writeFileSync(config, JSON.stringify({ mcpServers: { shop: stdioServer(listing) } }));
-  const proxy = await startPinnedProxy(config);
+  const proxy = await startShopProxy([{ name: 'lookup', description: 'Looks up an order by its number' }]);
   proxies.push(proxy);
+  const { config } = proxy;
   await proxy.waitFor(/server "shop": first listing/);
   const before = proxy.lines.length;
-  writeListing(listing, [{ name: 'lookup', description: 'Looks up an order by its number, in detail' }]);
+  proxy.relist([{ name: 'lookup', description: 'Looks up an order by its number, in detail' }]);
   await proxy.waitFor(/tool "lookup" held \(changed/, before);
   expect((await proxy.call('shop__lookup', { message: '1' })).isError).toBe(true);
 

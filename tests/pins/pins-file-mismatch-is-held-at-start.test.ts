@@ -8,15 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { pinDefinition } from '../../proxy/index';
-import {
-  type PinnedProxy,
-  runPins,
-  scratchFolder,
-  startPinnedProxy,
-  stdioServer,
-  textOf,
-  writeListing,
-} from './fixtures/pinned-proxy';
+import { type PinnedProxy, runPins, scratchFolder, textOf } from './fixtures/pinned-proxy';
+import { startShopProxy } from './fixtures/start-shop-proxy';
 
 const proxies: PinnedProxy[] = [];
 afterEach(async () => {
@@ -32,20 +25,19 @@ const definition = (name: string, description: string) => ({
 
 it('a pins file with a wrong hash holds that tool at start and logs it; the matching one is admitted', async () => {
   const folder = scratchFolder();
-  const listing = join(folder, 'listing.json');
-  writeListing(listing, [
-    { name: 'lookup', description: 'Looks up an order by its number' },
-    { name: 'echo', description: 'Echoes the message back' },
-  ]);
   const lookupHash = pinDefinition(definition('lookup', 'Looks up an order by its number')).hash;
   const echoHash = pinDefinition(definition('echo', 'Echoes the message back')).hash;
   const wrong = 'e'.repeat(64);
   writeFileSync(join(folder, 'pins.json'), JSON.stringify({ servers: { shop: { lookup: lookupHash, echo: wrong } } }));
-  const config = join(folder, 'config.json');
-  writeFileSync(config, JSON.stringify({ mcpServers: { shop: stdioServer(listing) }, pins: 'pins.json' }));
-
-  const proxy = await startPinnedProxy(config);
+  const proxy = await startShopProxy(
+    [
+      { name: 'lookup', description: 'Looks up an order by its number' },
+      { name: 'echo', description: 'Echoes the message back' },
+    ],
+    { folder, config: { pins: 'pins.json' } },
+  );
   proxies.push(proxy);
+  const { config } = proxy;
   expect(proxy.lines).toContain(
     `[extensible-mcp] pins file: ${join(folder, 'pins.json')} (1 servers fixed ahead of first use)`,
   );

@@ -22,6 +22,12 @@ export interface AppServer {
   readonly codes: Readonly<Partial<Record<'child' | 'parent', string>>>;
   /** Everything the server printed, for leak scans and failure messages. */
   output(): string;
+  /** The pid of the process started (`next start`). */
+  readonly pid: number | undefined;
+  /** Resolves once the output, from now on, matches `pattern` (rejects if the app exits first). */
+  printed(pattern: RegExp): Promise<void>;
+  /** SIGTERM to the app's process group, and waits for the exit; the data folder stays. */
+  stop(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -74,6 +80,14 @@ export async function startAppServer(
   });
   const codes: Partial<Record<'child' | 'parent', string>> = {};
   let probing = false;
+  const waiters = new Set<{ readonly from: number; readonly pattern: RegExp; readonly resolve: () => void }>();
+  const onOutput = () => {
+    for (const waiter of waiters) {
+      if (!waiter.pattern.test(output.slice(waiter.from))) continue;
+      waiters.delete(waiter);
+      waiter.resolve();
+    }
+  };
   await new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       output += chunk.toString('utf8');
@@ -93,18 +107,32 @@ export async function startAppServer(
     child.stderr?.on('data', onData);
     child.once('exit', (code) => reject(new Error(`the app exited (${code}) before it was ready:\n${output}`)));
   });
+  // After the start's own listener, which appends each chunk to the output first.
+  child.stdout?.on('data', onOutput);
+  child.stderr?.on('data', onOutput);
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (child.pid !== undefined) process.kill(-child.pid, 'SIGTERM');
+    await exited;
+  };
   return {
     origin,
     dataDir,
     codes,
     output: () => output,
-    async close() {
-      const exited = new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) resolve();
-        else child.once('exit', () => resolve());
+    pid: child.pid,
+    printed(pattern) {
+      return new Promise((resolve, reject) => {
+        waiters.add({ from: output.length, pattern, resolve });
+        child.once('exit', (code) =>
+          reject(new Error(`the app exited (${code}) before printing ${pattern}:\n${output}`)),
+        );
       });
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGTERM');
-      await exited;
+    },
+    stop,
+    async close() {
+      await stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { ProxyError } from '../errors';
+import { ProxyError } from './errors';
 
 /**
  * The running proxy's pid file, beside its config (`config.json.pid`). It holds the pid, a
