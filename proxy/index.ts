@@ -141,7 +141,8 @@ export {
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { applyMigrations, type Migration } from './store/apply-migrations';
-export { applyPostgresMigrations } from './store/apply-postgres-migrations';
+export { applyPostgresMigrations, inTransaction } from './store/apply-postgres-migrations';
+export { openPostgresPool, type PostgresPoolOptions } from './store/open-postgres-pool';
 export {
   createPostgresSpentLedger,
   openPostgresSpentLedger,

@@ -4,6 +4,7 @@ import {
   type DidDocument,
   type IdentityHandlers,
   type IssuedEnrollmentCode,
+  type Role,
 } from '../../identity/index';
 import type { SearchMode } from '../../proxy/index';
 import type { ChatService, PlannerInfo } from '../agent/types';
@@ -98,7 +99,12 @@ export async function startHouseholdApp(
       chat,
       httpTokens: [...(env.httpToken === undefined ? [] : [{ name: 'mcp', token: env.httpToken }]), ...env.httpTokens],
     });
-    for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
+    for (const line of bannerLines({
+      origin: env.origin,
+      planner: chat.planner,
+      codes: runtime.identity.codes,
+      keptRoles: runtime.identity.keptRoles,
+    })) {
       print(line);
     }
     if (env.testClockFile !== undefined) {
@@ -116,7 +122,10 @@ export function bannerLines(options: {
   readonly origin: string;
   readonly planner: PlannerInfo;
   readonly codes: readonly IssuedEnrollmentCode[];
+  /** Roles whose code from an earlier start (or another instance) is still live, so none was issued now. */
+  readonly keptRoles?: readonly Role[];
 }): string[] {
+  const kept = options.keptRoles ?? [];
   const { origin } = options;
   return [
     '',
@@ -126,7 +135,11 @@ export function bannerLines(options: {
     `  Parent window: ${origin}/approve?as=parent`,
     `  Agent:         ${plannerLabel(options.planner)}`,
     ...options.codes.map(({ role, code }) => `  Enrollment code for ${role}: ${code}`),
-    ...(options.codes.length === 0
+    ...kept.map(
+      (role) =>
+        `  Enrollment code for ${role}: the one printed earlier is still unused (a new one: npm run household -- rotate-codes --role ${role}).`,
+    ),
+    ...(options.codes.length === 0 && kept.length === 0
       ? ['  Both roles have a passkey (new codes: npm run household -- rotate-codes).']
       : []),
     '',
