@@ -4,56 +4,13 @@
  * on one location (two SQLite connections, two `pg` pools) and races them, which SQLite's single
  * writer never exercises but PostgreSQL's `READ COMMITTED` does: every "once" must still be once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ApprovalRecord, CeremonyRecord, IdentityStore, PasskeyRecord, SessionRecord } from '../../identity/index';
-import { createPostgresIdentityStore, postgresIdentityMigrations } from '../../lib/postgres-identity-store';
-import { openHouseholdStore } from '../../lib/store';
-import { openPostgresPool } from '../../proxy/index';
-import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../support/postgres';
+import { type HouseholdStoreHandle as Handle, householdStoreOpeners } from '../support/household-store-openers';
+import { postgresAvailable, postgresUnavailable } from '../support/postgres';
 
-/** One handle on a store: its identity store and how to close it. */
-interface Handle {
-  readonly identity: IdentityStore;
-  close(): Promise<void>;
-}
-
-const opened: Handle[] = [];
-const folders: string[] = [];
-afterEach(async () => {
-  await Promise.allSettled(opened.splice(0).map((handle) => handle.close()));
-  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
-});
-
-/** Each implementation: a fresh location, and a way to open an independent handle on it. */
-const implementations: Record<string, { location(): Promise<string>; open(location: string): Promise<Handle> }> = {
-  sqlite: {
-    location: async () => {
-      const folder = mkdtempSync(join(tmpdir(), 'identity-contract-'));
-      folders.push(folder);
-      return join(folder, 'household.sqlite');
-    },
-    open: async (path) => {
-      const store = openHouseholdStore({ path });
-      return { identity: store.identity, close: async () => store.close() };
-    },
-  },
-  ...(postgresAvailable && {
-    postgres: {
-      location: createTestDatabase,
-      open: async (url: string) => {
-        const pool = await openPostgresPool({
-          url,
-          migrations: { identity: postgresIdentityMigrations },
-          what: 'identity store',
-        });
-        return { identity: createPostgresIdentityStore(pool), close: () => pool.end() };
-      },
-    },
-  }),
-};
+const { implementations, cleanUp } = householdStoreOpeners();
+afterEach(cleanUp);
 
 it.skipIf(postgresAvailable)(`the PostgreSQL identity store is skipped: ${postgresUnavailable}`, () => {});
 
@@ -109,11 +66,7 @@ function race<T>(handles: readonly Handle[], count: number, run: (store: Identit
 }
 
 describe.each(Object.entries(implementations))('the %s identity store', (_name, kind) => {
-  const handle = async (location?: string): Promise<Handle> => {
-    const created = await kind.open(location ?? (await kind.location()));
-    opened.push(created);
-    return created;
-  };
+  const handle = async (location?: string): Promise<Handle> => kind.open(location ?? (await kind.location()));
   const store = async () => (await handle()).identity;
   /** Two independent handles on one fresh location. */
   const shared = async (): Promise<Handle[]> => {
