@@ -197,6 +197,54 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       expect(await sessions.get('live')).toMatchObject({ tokenHash: 'live' });
     });
 
+    it('sessions: a token hash is unique: creating it again fails and the first session stays', async () => {
+      const { sessions } = await store();
+      const session: SessionRecord = {
+        tokenHash: 'token-hash',
+        role: 'child',
+        memberDid: 'did:key:z6MkChild',
+        credentialId: 'cred-child-1',
+        createdAt: t0,
+        expiresAt: t0 + 3_600_000,
+      };
+      await sessions.create(session);
+      await expect(sessions.create({ ...session, role: 'parent', memberDid: 'did:key:p' })).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      expect(await sessions.get('token-hash')).toStrictEqual(session);
+    });
+
+    it('ceremonies: a ceremony put again under its id replaces the first, and is taken once', async () => {
+      const { ceremonies } = await store();
+      await ceremonies.put({ id: 'c', kind: 'sign-in', challenge: 'first', expiresAt: t0 + 60_000 }, t0);
+      await ceremonies.put(
+        { id: 'c', kind: 'approval', challenge: 'second', role: 'child', expiresAt: t0 + 60_000 },
+        t0,
+      );
+      expect(await ceremonies.take('c')).toStrictEqual({
+        id: 'c',
+        kind: 'approval',
+        challenge: 'second',
+        role: 'child',
+        expiresAt: t0 + 60_000,
+      });
+      expect(await ceremonies.take('c')).toBeUndefined();
+    });
+
+    it('refuses a kind, a role or a status outside its closed set, and stores nothing', async () => {
+      const { records, enrollment, approvals } = await store();
+      await expect(records.put('secret' as never, 'a', 'v')).rejects.toMatchObject({ code: 'store-failed' });
+      expect(await records.get('secret' as never, 'a')).toBeUndefined();
+      await expect(enrollment.replaceCode({ ...code, role: 'admin' as never })).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      await approvals.create(approval);
+      await expect(
+        approvals.transition('approval-1', { from: ['pending'], to: 'paid' as never, now: t0 + 1 }),
+      ).rejects.toMatchObject({ code: 'store-failed' });
+      expect((await approvals.get('approval-1'))?.status).toBe('pending');
+    });
+
     it('ceremonies: take returns a ceremony once, exactly as put, and put forgets expired ones', async () => {
       const { ceremonies } = await store();
       const registration: CeremonyRecord = {
