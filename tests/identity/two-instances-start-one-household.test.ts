@@ -9,9 +9,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { hashEnrollmentCode } from '../../identity/enrollment-codes';
 import {
   createApprovals,
   createPasskeys,
+  hashSessionToken,
   type IdentityStore,
   type IssuedEnrollmentCode,
   issueEnrollmentCodes,
@@ -45,7 +47,7 @@ it.skipIf(postgresAvailable)(`the PostgreSQL start is skipped: ${postgresUnavail
 describe.each(Object.entries(implementations))(
   'two instances starting at once on one empty %s store',
   (_name, kind) => {
-    it('make one household, and the codes printed at that start enrol through either instance', async () => {
+    it('make one household, the codes printed at that start enrol through either instance, and only digests are stored', async () => {
       const dataDir = mkdtempSync(join(tmpdir(), 'two-starts-'));
       folders.push(dataDir);
       const location = await kind.location();

@@ -4,9 +4,10 @@
  * pool on one database), with identity's and the limits' stores. PostgreSQL is there only when
  * this run has a cluster (`postgres.ts`).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import type { IdentityStore } from '../../identity/index';
 import {
   createPostgresRequestLimitStore,
@@ -29,6 +30,8 @@ export interface HouseholdStoreHandle {
 export interface HouseholdStoreOpener {
   location(): Promise<string>;
   open(location: string): Promise<HouseholdStoreHandle>;
+  /** Everything stored at the location as text (the SQLite file and its WAL; every PostgreSQL table as JSON), to search for secrets. */
+  dump(location: string): Promise<string>;
 }
 
 /** Opens handles and fresh locations, and closes and removes them all at `cleanUp()` (an `afterEach`). */
@@ -49,6 +52,11 @@ export function householdStoreOpeners(): {
       folders.push(folder);
       return join(folder, 'household.sqlite');
     },
+    dump: async (path) =>
+      [path, `${path}-wal`]
+        .filter((file) => existsSync(file))
+        .map((file) => readFileSync(file).toString('latin1'))
+        .join('\n'),
     open: tracked(async (path) => {
       const store = openHouseholdStore({ path });
       return { identity: store.identity, limits: store.limits, close: async () => store.close() };
@@ -56,6 +64,23 @@ export function householdStoreOpeners(): {
   };
   const postgres: HouseholdStoreOpener = {
     location: createTestDatabase,
+    dump: async (url) => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const tables = await client.query<{ name: string }>(
+          "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+        );
+        const parts: string[] = [];
+        for (const { name } of tables.rows) {
+          const rows = await client.query(`SELECT coalesce(json_agg(t), '[]')::text AS rows FROM "${name}" t`);
+          parts.push(`${name}: ${String(rows.rows[0]?.rows)}`);
+        }
+        return parts.join('\n');
+      } finally {
+        await client.end();
+      }
+    },
     open: tracked(async (url) => {
       const pool = await openPostgresPool({
         url,
