@@ -151,6 +151,26 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
   const query = pool.query.bind(pool);
   const changed = (result: pg.QueryResult) => result.rowCount === 1;
 
+  const queued = new Map<string, Promise<void>>();
+  /** Runs `work` in a transaction holding the advisory lock of `name`. */
+  const underAdvisoryLock = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+    const client = await guarded('records.exclusive', () => pool.connect());
+    let broken: Error | undefined;
+    try {
+      return await inTransaction(client, async () => {
+        await guarded('records.exclusive', () =>
+          client.query("SELECT pg_advisory_xact_lock(hashtextextended('emcp-identity/' || $1, 0))", [name]),
+        );
+        return work();
+      });
+    } catch (error) {
+      if (!(error instanceof IdentityError) || error.code === 'store-failed') broken = toError(error);
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  };
+
   return {
     records: {
       get: (kind, id) =>
@@ -193,23 +213,19 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
         }),
       // A transaction-level advisory lock on a hash of the name, held by one checked-out connection
       // while `work` runs on the pool: every instance on the database takes turns, and a holder
-      // that dies releases it with its connection.
-      exclusive: async (name, work) => {
-        const client = await guarded('records.exclusive', () => pool.connect());
-        let broken: Error | undefined;
-        try {
-          return await inTransaction(client, async () => {
-            await guarded('records.exclusive', () =>
-              client.query("SELECT pg_advisory_xact_lock(hashtextextended('emcp-identity/' || $1, 0))", [name]),
-            );
-            return work();
-          });
-        } catch (error) {
-          if (!(error instanceof IdentityError) || error.code === 'store-failed') broken = toError(error);
-          throw error;
-        } finally {
-          client.release(broken);
-        }
+      // that dies releases it with its connection. Holders in this process queue here first, so
+      // at most one connection of the pool waits per name: waiters holding every connection
+      // would leave none for the holder's work.
+      exclusive: (name, work) => {
+        const run = (queued.get(name) ?? Promise.resolve()).then(() => underAdvisoryLock(name, work));
+        queued.set(
+          name,
+          run.then(
+            () => undefined,
+            () => undefined,
+          ),
+        );
+        return run;
       },
     },
 

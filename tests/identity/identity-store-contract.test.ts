@@ -110,6 +110,24 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       expect(await records.exclusive('setup', async () => 'again')).toBe('again');
     });
 
+    it('records: runs twenty exclusive holders of one handle at once, more than a pool has connections, each in turn', async () => {
+      const { records } = await store();
+      let inside = 0;
+      let most = 0;
+      await Promise.all(
+        Array.from({ length: 20 }, (_, index) =>
+          records.exclusive('setup', async () => {
+            inside += 1;
+            most = Math.max(most, inside);
+            await records.put('did', `holder-${index}`, 'x');
+            inside -= 1;
+          }),
+        ),
+      );
+      expect(most).toBe(1);
+      expect(await records.list('did')).toHaveLength(20);
+    });
+
     it('enrollment: stores a code, consumes it once, refuses a wrong hash, another role and an expired code', async () => {
       const { enrollment } = await store();
       await enrollment.replaceCode(code);
