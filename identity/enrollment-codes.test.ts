@@ -18,6 +18,12 @@ function memoryStore(enrolledRoles: readonly Role[] = []) {
     replaceCode: async (record) => {
       codes.set(record.role, record);
     },
+    issueCode: async (record, now) => {
+      const live = codes.get(record.role);
+      if (live !== undefined && live.usedAt === undefined && live.expiresAt > now) return false;
+      codes.set(record.role, record);
+      return true;
+    },
     getCode: async (role) => codes.get(role),
     consumeCode: async (role, codeHash, now) => {
       const record = codes.get(role);
@@ -82,6 +88,26 @@ describe('issueEnrollmentCodes', () => {
       ok: true,
       role: 'parent',
     });
+  });
+
+  it('with keepLive, keeps a live code (nothing issued, the printed code still checks) and replaces a used or expired one', async () => {
+    const { store } = memoryStore(['parent']);
+    const [first] = await issueEnrollmentCodes({ store, now: start, keepLive: true });
+    expect(first?.role).toBe('child');
+    expect(await issueEnrollmentCodes({ store, now: later(1), keepLive: true })).toEqual([]);
+    expect(await checkEnrollmentCode({ store, code: first?.code ?? '', now: later(2) })).toMatchObject({ ok: true });
+    const [afterExpiry] = await issueEnrollmentCodes({ store, now: later(enrollmentCodeLifetimeMs), keepLive: true });
+    expect(afterExpiry?.code).not.toBe(first?.code);
+    const check = await checkEnrollmentCode({
+      store,
+      code: afterExpiry?.code ?? '',
+      now: later(enrollmentCodeLifetimeMs),
+    });
+    if (!check.ok) throw new Error(check.reason);
+    await store.enrollment.consumeCode('child', check.codeHash, later(enrollmentCodeLifetimeMs).getTime());
+    expect(
+      await issueEnrollmentCodes({ store, now: later(enrollmentCodeLifetimeMs + 1), keepLive: true }),
+    ).toHaveLength(1);
   });
 
   it('codes differ each time (randomness, not a counter)', async () => {

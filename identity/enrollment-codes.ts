@@ -40,6 +40,12 @@ export interface IssueEnrollmentCodesOptions {
   readonly now: Date;
   /** Rotate exactly these roles (enrolled or not); default: every role without an enrolled passkey. */
   readonly roles?: readonly Role[];
+  /**
+   * Leave a role whose code is still live (unused and unexpired) alone instead of replacing it, as
+   * an app start does: a second instance starting beside the first must not void the codes the
+   * first one printed. Default `false` (rotate-codes replaces).
+   */
+  readonly keepLive?: boolean;
   readonly events?: IdentityEventSink;
 }
 
@@ -51,8 +57,10 @@ export interface IssuedEnrollmentCode {
 
 /**
  * Issues one-time enrollment codes (SPEC §5.3): each role without an enrolled passkey (or each role
- * named, for `rotate-codes --role`) gets a fresh code that replaces its previous one. Only the
- * code's SHA-256 is stored; the code itself is returned once, for the terminal.
+ * named, for `rotate-codes --role`) gets a fresh code that replaces its previous one, or, with
+ * `keepLive`, only when it has no live one (one atomic step in the store, so of several instances
+ * starting at once only one issues). Only the code's SHA-256 is stored; the code itself is returned
+ * once, for the terminal.
  */
 export async function issueEnrollmentCodes(options: IssueEnrollmentCodesOptions): Promise<IssuedEnrollmentCode[]> {
   const issuedAt = options.now.getTime();
@@ -67,12 +75,17 @@ export async function issueEnrollmentCodes(options: IssueEnrollmentCodesOptions)
   const issued: IssuedEnrollmentCode[] = [];
   for (const role of wanted) {
     const code = `${role}-${grouped(randomSymbols())}`;
-    await options.store.enrollment.replaceCode({
+    const record = {
       role,
       codeHash: hashEnrollmentCode(code),
       issuedAt,
       expiresAt: issuedAt + enrollmentCodeLifetimeMs,
-    });
+    };
+    if (options.keepLive === true) {
+      if (!(await options.store.enrollment.issueCode(record, issuedAt))) continue;
+    } else {
+      await options.store.enrollment.replaceCode(record);
+    }
     options.events?.({ kind: 'enrollment-code-issued', role });
     issued.push({ role, code });
   }

@@ -86,6 +86,9 @@ export const defaultAdminDid = 'did:web:localhost%3A3000';
 /** File name of the secret that seals the household's private keys. */
 export const keyFileName = 'household.key';
 
+/** The store lock household creation runs under. */
+const householdLock = 'household-setup';
+
 interface HouseholdRecord {
   readonly adminDid: string;
   readonly members: Record<Role, string>;
@@ -120,10 +123,22 @@ export async function openHousehold(options: OpenHouseholdOptions): Promise<Hous
       );
     }
   } else {
-    record = await setUp(agent, adminDid, now());
-    // First writer wins: a concurrent first start adopts the record that landed.
-    if (!(await options.store.records.insert('household', 'household', JSON.stringify(record)))) {
-      record = JSON.parse((await options.store.records.get('household', 'household')) ?? '') as HouseholdRecord;
+    // Under the store's household lock, so instances starting at once on one empty store set up
+    // one household: two setups would each write the admin's did:web with a key of their own.
+    // Whoever gets the lock second finds the household the first one created and adopts it.
+    record = await options.store.records.exclusive(householdLock, async () => {
+      const landed = await options.store.records.get('household', 'household');
+      if (landed !== undefined) return JSON.parse(landed) as HouseholdRecord;
+      const created = await setUp(agent, adminDid, now());
+      // First writer wins, even against a store whose lock a crashed holder's lease let go.
+      if (await options.store.records.insert('household', 'household', JSON.stringify(created))) return created;
+      return JSON.parse((await options.store.records.get('household', 'household')) ?? '') as HouseholdRecord;
+    });
+    if (record.adminDid !== adminDid) {
+      throw new IdentityError(
+        'household-invalid',
+        `this data folder belongs to the household ${record.adminDid}, not ${adminDid}; use another data folder`,
+      );
     }
   }
   const admin = await agent.didManagerGet({ did: record.adminDid });

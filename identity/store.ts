@@ -21,6 +21,12 @@ export interface RecordStore {
   insert(kind: RecordKind, id: string, value: string): Promise<boolean>;
   delete(kind: RecordKind, id: string): Promise<boolean>;
   list(kind: RecordKind): Promise<ReadonlyArray<{ readonly id: string; readonly value: string }>>;
+  /**
+   * Runs `work` holding the store-wide lock `name`: holders on every handle on the same store
+   * (every instance on one database) take turns, so a one-time setup such as creating the
+   * household runs once. The lock is released when `work` settles; `work`'s error is rethrown.
+   */
+  exclusive<T>(name: string, work: () => Promise<T>): Promise<T>;
 }
 
 /** What {@link RecordStore} holds. */
@@ -40,6 +46,12 @@ export interface EnrollmentCodeRecord {
 export interface EnrollmentStore {
   /** Stores a fresh code for the role, invalidating any previous one. */
   replaceCode(record: EnrollmentCodeRecord): Promise<void>;
+  /**
+   * Stores a fresh code for the role iff it has no live code (unused and unexpired at `now`), in
+   * one atomic step; `false` when a live code stays. A second instance starting beside the first
+   * thus never voids the codes the first one printed.
+   */
+  issueCode(record: EnrollmentCodeRecord, now: number): Promise<boolean>;
   getCode(role: Role): Promise<EnrollmentCodeRecord | undefined>;
   /** Marks the code used iff it is this hash, unused and unexpired at `now`; `true` when this call used it. */
   consumeCode(role: Role, codeHash: string, now: number): Promise<boolean>;

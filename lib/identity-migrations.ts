@@ -102,4 +102,16 @@ export const identityMigrations: readonly Migration[] = [
       CREATE INDEX enrollment_failures_by_source ON enrollment_failures (role, source, at);
     `,
   },
+  {
+    // Issue 28: household creation runs under a store-wide lock. SQLite has no advisory locks, so a
+    // lock is a row with a lease: a crashed holder's row is taken over once its lease ran out.
+    version: 3,
+    sql: `
+      CREATE TABLE identity_locks (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ];

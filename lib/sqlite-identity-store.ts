@@ -1,17 +1,21 @@
+import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
-import { z } from 'zod';
-import type {
-  ApprovalRecord,
-  ApprovalStatus,
-  CeremonyRecord,
-  EnrollmentCodeRecord,
-  IdentityStore,
-  MerchantRecord,
-  PasskeyRecord,
-  Role,
-  SessionRecord,
-} from '../identity/index';
+import type { ApprovalRecord, ApprovalStatus, IdentityStore } from '../identity/index';
 import { IdentityError } from '../identity/index';
+import {
+  approvalParameters,
+  countRow,
+  optional,
+  passkeyParameters,
+  recordRow,
+  roleSchema,
+  toApproval,
+  toCeremony,
+  toCode,
+  toMerchant,
+  toPasskey,
+  toSession,
+} from './identity-rows';
 
 /**
  * The identity store on the household SQLite file, over tables the `identity` migrations created.
@@ -34,6 +38,28 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
     return { record: toApproval(existing), created: false };
   });
 
+  // A lock is a row with a lease (SQLite has no advisory locks): taking it is one upsert that
+  // succeeds only over a free or expired row, so every connection to the file, in any process,
+  // takes turns. A waiter retries on a timer rather than blocking the event loop in SQLite's busy
+  // handler, which would also stall the holder when both share this process.
+  const exclusive = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+    const holder = randomUUID();
+    for (let wait = 2; ; wait = Math.min(wait * 2, 100)) {
+      const now = Date.now();
+      const taken = await guarded(
+        'records.exclusive',
+        () => statements.takeLock.run({ name, holder, now, expiresAt: now + lockLeaseMs }).changes === 1,
+      );
+      if (taken) break;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    try {
+      return await work();
+    } finally {
+      await guarded('records.exclusive', () => statements.releaseLock.run(name, holder));
+    }
+  };
+
   return {
     records: {
       get: (kind, id) =>
@@ -45,6 +71,7 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
       insert: (kind, id, value) =>
         guarded('records.insert', () => statements.insertRecord.run(kind, id, value).changes === 1),
       delete: (kind, id) => guarded('records.delete', () => statements.deleteRecord.run(kind, id).changes === 1),
+      exclusive: (name, work) => exclusive(name, work),
       list: (kind) =>
         guarded('records.list', () =>
           statements.listRecords.all(kind).map((row) => {
@@ -65,6 +92,20 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
             usedAt: record.usedAt ?? null,
           });
         }),
+      // One upsert whose update applies only over a used or expired code: the check and the write are one statement.
+      issueCode: (record, now) =>
+        guarded(
+          'enrollment.issueCode',
+          () =>
+            statements.issueCode.run({
+              role: record.role,
+              codeHash: record.codeHash,
+              issuedAt: record.issuedAt,
+              expiresAt: record.expiresAt,
+              usedAt: record.usedAt ?? null,
+              now,
+            }).changes === 1,
+        ),
       getCode: (role) => guarded('enrollment.getCode', () => optional(statements.getCode.get(role), toCode)),
       // One UPDATE: the hash, unused and unexpired are checked and the code spent under one write lock.
       consumeCode: (role, codeHash, now) =>
@@ -192,6 +233,9 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
   };
 }
 
+/** How long a SQLite lock holds before another connection may take it over (a crashed holder frees it then). */
+const lockLeaseMs = 60_000;
+
 /** Every statement, prepared once against the migrated schema. */
 function prepareStatements(database: Database.Database) {
   const approvalColumns = `approval_id, invoice_id, invoice, invoice_hash, merchant_did, total_cents, currency,
@@ -205,6 +249,12 @@ function prepareStatements(database: Database.Database) {
     insertRecord: database.prepare<[string, string, string]>(
       'INSERT INTO identity_records (kind, id, value) VALUES (?, ?, ?) ON CONFLICT (kind, id) DO NOTHING',
     ),
+    takeLock: database.prepare(
+      `INSERT INTO identity_locks (name, holder, expires_at) VALUES (@name, @holder, @expiresAt)
+       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+       WHERE identity_locks.expires_at <= @now`,
+    ),
+    releaseLock: database.prepare<[string, string]>('DELETE FROM identity_locks WHERE name = ? AND holder = ?'),
     deleteRecord: database.prepare<[string, string]>('DELETE FROM identity_records WHERE kind = ? AND id = ?'),
     listRecords: database.prepare<[string]>('SELECT id, value FROM identity_records WHERE kind = ? ORDER BY id'),
 
@@ -213,6 +263,13 @@ function prepareStatements(database: Database.Database) {
        VALUES (@role, @codeHash, @issuedAt, @expiresAt, @usedAt)
        ON CONFLICT (role) DO UPDATE SET code_hash = excluded.code_hash, issued_at = excluded.issued_at,
          expires_at = excluded.expires_at, used_at = excluded.used_at`,
+    ),
+    issueCode: database.prepare(
+      `INSERT INTO enrollment_codes (role, code_hash, issued_at, expires_at, used_at)
+       VALUES (@role, @codeHash, @issuedAt, @expiresAt, @usedAt)
+       ON CONFLICT (role) DO UPDATE SET code_hash = excluded.code_hash, issued_at = excluded.issued_at,
+         expires_at = excluded.expires_at, used_at = excluded.used_at
+       WHERE enrollment_codes.used_at IS NOT NULL OR enrollment_codes.expires_at <= @now`,
     ),
     getCode: database.prepare<[string]>('SELECT * FROM enrollment_codes WHERE role = ?'),
     consumeCode: database.prepare(
@@ -302,228 +359,4 @@ async function guarded<T>(operation: string, run: () => T): Promise<T> {
     if (error instanceof IdentityError) throw error;
     throw new IdentityError('store-failed', `identity store: ${operation} failed`, { cause: error });
   }
-}
-
-/** Maps a row that may be absent. */
-function optional<T>(row: unknown, map: (row: unknown) => T): T | undefined {
-  return row === undefined ? undefined : map(row);
-}
-
-// Rows are decoded with zod rather than cast: a column the code does not expect fails loudly.
-const roleSchema = z.enum(['child', 'parent']) satisfies z.ZodType<Role>;
-const statusSchema = z.enum([
-  'pending',
-  'approved',
-  'declined',
-  'expired',
-  'settled',
-  'fulfilled',
-]) satisfies z.ZodType<ApprovalStatus>;
-
-/** A TEXT column holding JSON this store wrote, decoded and checked against `schema`. */
-function jsonColumn<T extends z.ZodType>(schema: T) {
-  return z
-    .string()
-    .transform((text, context) => {
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        context.addIssue({ code: 'custom', message: 'column is not JSON' });
-        return z.NEVER;
-      }
-    })
-    .pipe(schema);
-}
-
-const jwkColumn = jsonColumn(z.record(z.string(), z.string()));
-const recordRow = z.object({ id: z.string(), value: z.string() });
-const countRow = z.object({ count: z.number() });
-
-const codeRow = z.object({
-  role: roleSchema,
-  code_hash: z.string(),
-  issued_at: z.number(),
-  expires_at: z.number(),
-  used_at: z.number().nullable(),
-});
-
-function toCode(row: unknown): EnrollmentCodeRecord {
-  const parsed = codeRow.parse(row);
-  return {
-    role: parsed.role,
-    codeHash: parsed.code_hash,
-    issuedAt: parsed.issued_at,
-    expiresAt: parsed.expires_at,
-    ...(parsed.used_at === null ? {} : { usedAt: parsed.used_at }),
-  };
-}
-
-const passkeyRow = z.object({
-  credential_id: z.string(),
-  role: roleSchema,
-  member_did: z.string(),
-  user_handle: z.string(),
-  public_key_cose: z.string(),
-  public_key_jwk: jwkColumn,
-  counter: z.number(),
-  transports: jsonColumn(z.array(z.string())),
-  enrollment: z.string(),
-  created_at: z.number(),
-});
-
-function passkeyParameters(record: PasskeyRecord) {
-  return {
-    credentialId: record.credentialId,
-    role: record.role,
-    memberDid: record.memberDid,
-    userHandle: record.userHandle,
-    publicKeyCose: record.publicKeyCose,
-    publicKeyJwk: JSON.stringify(record.publicKeyJwk),
-    counter: record.counter,
-    transports: JSON.stringify(record.transports),
-    enrollment: record.enrollment,
-    createdAt: record.createdAt,
-  };
-}
-
-function toPasskey(row: unknown): PasskeyRecord {
-  const parsed = passkeyRow.parse(row);
-  return {
-    credentialId: parsed.credential_id,
-    role: parsed.role,
-    memberDid: parsed.member_did,
-    userHandle: parsed.user_handle,
-    publicKeyCose: parsed.public_key_cose,
-    publicKeyJwk: parsed.public_key_jwk,
-    counter: parsed.counter,
-    transports: parsed.transports,
-    enrollment: parsed.enrollment,
-    createdAt: parsed.created_at,
-  };
-}
-
-const sessionRow = z.object({
-  token_hash: z.string(),
-  role: roleSchema,
-  member_did: z.string(),
-  credential_id: z.string(),
-  created_at: z.number(),
-  expires_at: z.number(),
-});
-
-function toSession(row: unknown): SessionRecord {
-  const parsed = sessionRow.parse(row);
-  return {
-    tokenHash: parsed.token_hash,
-    role: parsed.role,
-    memberDid: parsed.member_did,
-    credentialId: parsed.credential_id,
-    createdAt: parsed.created_at,
-    expiresAt: parsed.expires_at,
-  };
-}
-
-const ceremonyRow = z.object({
-  id: z.string(),
-  kind: z.enum(['registration', 'sign-in', 'approval']),
-  challenge: z.string(),
-  role: roleSchema.nullable(),
-  code_hash: z.string().nullable(),
-  user_handle: z.string().nullable(),
-  approval_id: z.string().nullable(),
-  expires_at: z.number(),
-});
-
-function toCeremony(row: unknown): CeremonyRecord {
-  const parsed = ceremonyRow.parse(row);
-  return {
-    id: parsed.id,
-    kind: parsed.kind,
-    challenge: parsed.challenge,
-    ...(parsed.role === null ? {} : { role: parsed.role }),
-    ...(parsed.code_hash === null ? {} : { codeHash: parsed.code_hash }),
-    ...(parsed.user_handle === null ? {} : { userHandle: parsed.user_handle }),
-    ...(parsed.approval_id === null ? {} : { approvalId: parsed.approval_id }),
-    expiresAt: parsed.expires_at,
-  };
-}
-
-const approvalRow = z.object({
-  approval_id: z.string(),
-  invoice_id: z.string(),
-  invoice: z.string(),
-  invoice_hash: z.string(),
-  merchant_did: z.string(),
-  total_cents: z.number(),
-  currency: z.string(),
-  required_roles: jsonColumn(z.array(roleSchema)),
-  approvals: jsonColumn(z.object({ child: z.string().optional(), parent: z.string().optional() })),
-  status: statusSchema,
-  reason: z.string().nullable(),
-  receipt: z.string().nullable(),
-  commitment: z.string().nullable(),
-  created_at: z.number(),
-  expires_at: z.number(),
-  updated_at: z.number(),
-});
-
-function approvalParameters(record: ApprovalRecord) {
-  return {
-    approvalId: record.approvalId,
-    invoiceId: record.invoiceId,
-    invoice: record.invoice,
-    invoiceHash: record.invoiceHash,
-    merchantDid: record.merchantDid,
-    totalCents: record.totalCents,
-    currency: record.currency,
-    requiredRoles: JSON.stringify(record.requiredRoles),
-    approvals: JSON.stringify(record.approvals),
-    status: record.status,
-    reason: record.reason ?? null,
-    receipt: record.receipt ?? null,
-    commitment: record.commitment ?? null,
-    createdAt: record.createdAt,
-    expiresAt: record.expiresAt,
-    updatedAt: record.updatedAt,
-  };
-}
-
-function toApproval(row: unknown): ApprovalRecord {
-  const parsed = approvalRow.parse(row);
-  const { child, parent } = parsed.approvals;
-  return {
-    approvalId: parsed.approval_id,
-    invoiceId: parsed.invoice_id,
-    invoice: parsed.invoice,
-    invoiceHash: parsed.invoice_hash,
-    merchantDid: parsed.merchant_did,
-    totalCents: parsed.total_cents,
-    currency: parsed.currency,
-    requiredRoles: parsed.required_roles,
-    approvals: { ...(child === undefined ? {} : { child }), ...(parent === undefined ? {} : { parent }) },
-    status: parsed.status,
-    ...(parsed.reason === null ? {} : { reason: parsed.reason }),
-    ...(parsed.receipt === null ? {} : { receipt: parsed.receipt }),
-    ...(parsed.commitment === null ? {} : { commitment: parsed.commitment }),
-    createdAt: parsed.created_at,
-    expiresAt: parsed.expires_at,
-    updatedAt: parsed.updated_at,
-  };
-}
-
-const merchantRow = z.object({
-  did: z.string(),
-  name: z.string(),
-  public_key_jwk: jwkColumn,
-  trusted_at: z.number(),
-});
-
-function toMerchant(row: unknown): MerchantRecord {
-  const parsed = merchantRow.parse(row);
-  return {
-    did: parsed.did,
-    name: parsed.name,
-    publicKeyJwk: parsed.public_key_jwk,
-    trustedAt: parsed.trusted_at,
-  };
 }

@@ -9,6 +9,8 @@ import {
   issueEnrollmentCodes,
   openHousehold,
   type Passkeys,
+  type Role,
+  roles,
 } from '../identity/index';
 import type { HouseholdEnv } from './env';
 import { type HouseholdStore, openHouseholdStore } from './store';
@@ -24,8 +26,13 @@ export interface OpenIdentity {
 
 /** Identity as an app start leaves it: open, with this start's enrollment codes. */
 export interface StartedIdentity extends OpenIdentity {
-  /** Codes issued at this start, one per role without a passkey: for the terminal only. */
+  /** Codes issued at this start, one per role without a passkey or a live code: for the terminal only. */
   readonly codes: readonly IssuedEnrollmentCode[];
+  /**
+   * Roles without a passkey whose code, issued by an earlier start or another instance, is still
+   * live: it was kept, so the code printed then still enrols.
+   */
+  readonly keptRoles: readonly Role[];
 }
 
 /** What identity is started with besides the environment. */
@@ -63,8 +70,10 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions =
 
 /**
  * Starts identity as every app start does (SPEC §5.3): opens it, then gives each role without an
- * enrolled passkey a fresh enrollment code, invalidating the previous one. The caller prints the
- * codes to the terminal; the event sink records only that a code was issued.
+ * enrolled passkey and without a live enrollment code a fresh one. A live code is kept (issue 28):
+ * an instance starting beside another on one store must not void the codes the other printed, so
+ * of several starts at once exactly one issues each role's code. The caller prints the codes to
+ * the terminal; the event sink records only that a code was issued.
  */
 export async function startIdentity(env: HouseholdEnv, options: IdentityOptions = {}): Promise<StartedIdentity> {
   const identity = await openIdentity(env, options);
@@ -72,9 +81,15 @@ export async function startIdentity(env: HouseholdEnv, options: IdentityOptions 
     const codes = await issueEnrollmentCodes({
       store: identity.store.identity,
       now: (options.clock ?? (() => new Date()))(),
+      keepLive: true,
       ...(options.events === undefined ? {} : { events: options.events }),
     });
-    return { ...identity, codes };
+    const keptRoles: Role[] = [];
+    for (const role of roles) {
+      if (codes.some((issued) => issued.role === role)) continue;
+      if ((await identity.store.identity.passkeys.listByRole(role)).length === 0) keptRoles.push(role);
+    }
+    return { ...identity, codes, keptRoles };
   } catch (error) {
     identity.close();
     throw error;

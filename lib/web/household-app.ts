@@ -4,6 +4,7 @@ import {
   type DidDocument,
   type IdentityHandlers,
   type IssuedEnrollmentCode,
+  type Role,
 } from '../../identity/index';
 import type { SearchMode } from '../../proxy/index';
 import type { ChatService, PlannerInfo } from '../agent/types';
@@ -106,7 +107,12 @@ export async function startHouseholdApp(
     // `npm run household -- pins accept` signals this process (the one holding the runtime), which
     // checks the shop's listing against the store again: an accepted tool works without a restart.
     const pidFile = holdHouseholdPidFile({ gateway: runtime.gateway, dataDir: env.dataDir, log: print });
-    for (const line of bannerLines({ origin: env.origin, planner: chat.planner, codes: runtime.identity.codes })) {
+    for (const line of bannerLines({
+      origin: env.origin,
+      planner: chat.planner,
+      codes: runtime.identity.codes,
+      keptRoles: runtime.identity.keptRoles,
+    })) {
       print(line);
     }
     if (env.testClockFile !== undefined) {
@@ -130,7 +136,10 @@ export function bannerLines(options: {
   readonly origin: string;
   readonly planner: PlannerInfo;
   readonly codes: readonly IssuedEnrollmentCode[];
+  /** Roles whose code from an earlier start (or another instance) is still live, so none was issued now. */
+  readonly keptRoles?: readonly Role[];
 }): string[] {
+  const kept = options.keptRoles ?? [];
   const { origin } = options;
   return [
     '',
@@ -140,7 +149,11 @@ export function bannerLines(options: {
     `  Parent window: ${origin}/approve?as=parent`,
     `  Agent:         ${plannerLabel(options.planner)}`,
     ...options.codes.map(({ role, code }) => `  Enrollment code for ${role}: ${code}`),
-    ...(options.codes.length === 0
+    ...kept.map(
+      (role) =>
+        `  Enrollment code for ${role}: the one printed earlier is still unused (a new one: npm run household -- rotate-codes --role ${role}).`,
+    ),
+    ...(options.codes.length === 0 && kept.length === 0
       ? ['  Both roles have a passkey (new codes: npm run household -- rotate-codes).']
       : []),
     '',

@@ -60,6 +60,19 @@ describe('the start banner', () => {
   });
 });
 
+describe('the start banner with a kept code', () => {
+  it('says a role whose earlier code is still live keeps it, and does not claim both roles have a passkey', () => {
+    const lines = bannerLines({
+      origin,
+      planner: { kind: 'claude', model: 'claude-test' },
+      codes: [],
+      keptRoles: ['child'],
+    });
+    expect(lines.join('\n')).toContain('Enrollment code for child: the one printed earlier is still unused');
+    expect(lines.join('\n')).not.toContain('Both roles have a passkey');
+  });
+});
+
 describe('/mcp bearer token', () => {
   const gateway = {} as Gateway;
   const endpoint = createMcpEndpoint({ gateway, origin, tokens: [{ name: 'mcp', token: 'a-token-of-twenty-chars' }] });

@@ -1,0 +1,251 @@
+import { z } from 'zod';
+import type {
+  ApprovalRecord,
+  ApprovalStatus,
+  CeremonyRecord,
+  EnrollmentCodeRecord,
+  MerchantRecord,
+  PasskeyRecord,
+  Role,
+  SessionRecord,
+} from '../identity/index';
+
+/*
+ * The identity tables' rows, shared by the SQLite and the PostgreSQL store, which keep the same
+ * columns. Rows are decoded with zod rather than cast: a column the code does not expect fails
+ * loudly. PostgreSQL's BIGINT columns are selected as float8, so both read numbers.
+ */
+
+/** Maps a row that may be absent. */
+export function optional<T>(row: unknown, map: (row: unknown) => T): T | undefined {
+  return row === undefined ? undefined : map(row);
+}
+
+/** A role column. */
+export const roleSchema = z.enum(['child', 'parent']) satisfies z.ZodType<Role>;
+const statusSchema = z.enum([
+  'pending',
+  'approved',
+  'declined',
+  'expired',
+  'settled',
+  'fulfilled',
+]) satisfies z.ZodType<ApprovalStatus>;
+
+/** A TEXT column holding JSON this store wrote, decoded and checked against `schema`. */
+function jsonColumn<T extends z.ZodType>(schema: T) {
+  return z
+    .string()
+    .transform((text, context) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        context.addIssue({ code: 'custom', message: 'column is not JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+const jwkColumn = jsonColumn(z.record(z.string(), z.string()));
+/** A `identity_records` row. */
+export const recordRow = z.object({ id: z.string(), value: z.string() });
+/** A `count` column. */
+export const countRow = z.object({ count: z.number() });
+
+const codeRow = z.object({
+  role: roleSchema,
+  code_hash: z.string(),
+  issued_at: z.number(),
+  expires_at: z.number(),
+  used_at: z.number().nullable(),
+});
+
+/** An `enrollment_codes` row as its record. */
+export function toCode(row: unknown): EnrollmentCodeRecord {
+  const parsed = codeRow.parse(row);
+  return {
+    role: parsed.role,
+    codeHash: parsed.code_hash,
+    issuedAt: parsed.issued_at,
+    expiresAt: parsed.expires_at,
+    ...(parsed.used_at === null ? {} : { usedAt: parsed.used_at }),
+  };
+}
+
+const passkeyRow = z.object({
+  credential_id: z.string(),
+  role: roleSchema,
+  member_did: z.string(),
+  user_handle: z.string(),
+  public_key_cose: z.string(),
+  public_key_jwk: jwkColumn,
+  counter: z.number(),
+  transports: jsonColumn(z.array(z.string())),
+  enrollment: z.string(),
+  created_at: z.number(),
+});
+
+/** A passkey as the named parameters of its insert. */
+export function passkeyParameters(record: PasskeyRecord) {
+  return {
+    credentialId: record.credentialId,
+    role: record.role,
+    memberDid: record.memberDid,
+    userHandle: record.userHandle,
+    publicKeyCose: record.publicKeyCose,
+    publicKeyJwk: JSON.stringify(record.publicKeyJwk),
+    counter: record.counter,
+    transports: JSON.stringify(record.transports),
+    enrollment: record.enrollment,
+    createdAt: record.createdAt,
+  };
+}
+
+/** A `passkeys` row as its record. */
+export function toPasskey(row: unknown): PasskeyRecord {
+  const parsed = passkeyRow.parse(row);
+  return {
+    credentialId: parsed.credential_id,
+    role: parsed.role,
+    memberDid: parsed.member_did,
+    userHandle: parsed.user_handle,
+    publicKeyCose: parsed.public_key_cose,
+    publicKeyJwk: parsed.public_key_jwk,
+    counter: parsed.counter,
+    transports: parsed.transports,
+    enrollment: parsed.enrollment,
+    createdAt: parsed.created_at,
+  };
+}
+
+const sessionRow = z.object({
+  token_hash: z.string(),
+  role: roleSchema,
+  member_did: z.string(),
+  credential_id: z.string(),
+  created_at: z.number(),
+  expires_at: z.number(),
+});
+
+/** An `approval_sessions` row as its record. */
+export function toSession(row: unknown): SessionRecord {
+  const parsed = sessionRow.parse(row);
+  return {
+    tokenHash: parsed.token_hash,
+    role: parsed.role,
+    memberDid: parsed.member_did,
+    credentialId: parsed.credential_id,
+    createdAt: parsed.created_at,
+    expiresAt: parsed.expires_at,
+  };
+}
+
+const ceremonyRow = z.object({
+  id: z.string(),
+  kind: z.enum(['registration', 'sign-in', 'approval']),
+  challenge: z.string(),
+  role: roleSchema.nullable(),
+  code_hash: z.string().nullable(),
+  user_handle: z.string().nullable(),
+  approval_id: z.string().nullable(),
+  expires_at: z.number(),
+});
+
+/** A `ceremonies` row as its record. */
+export function toCeremony(row: unknown): CeremonyRecord {
+  const parsed = ceremonyRow.parse(row);
+  return {
+    id: parsed.id,
+    kind: parsed.kind,
+    challenge: parsed.challenge,
+    ...(parsed.role === null ? {} : { role: parsed.role }),
+    ...(parsed.code_hash === null ? {} : { codeHash: parsed.code_hash }),
+    ...(parsed.user_handle === null ? {} : { userHandle: parsed.user_handle }),
+    ...(parsed.approval_id === null ? {} : { approvalId: parsed.approval_id }),
+    expiresAt: parsed.expires_at,
+  };
+}
+
+const approvalRow = z.object({
+  approval_id: z.string(),
+  invoice_id: z.string(),
+  invoice: z.string(),
+  invoice_hash: z.string(),
+  merchant_did: z.string(),
+  total_cents: z.number(),
+  currency: z.string(),
+  required_roles: jsonColumn(z.array(roleSchema)),
+  approvals: jsonColumn(z.object({ child: z.string().optional(), parent: z.string().optional() })),
+  status: statusSchema,
+  reason: z.string().nullable(),
+  receipt: z.string().nullable(),
+  commitment: z.string().nullable(),
+  created_at: z.number(),
+  expires_at: z.number(),
+  updated_at: z.number(),
+});
+
+/** An approval as the named parameters of its insert. */
+export function approvalParameters(record: ApprovalRecord) {
+  return {
+    approvalId: record.approvalId,
+    invoiceId: record.invoiceId,
+    invoice: record.invoice,
+    invoiceHash: record.invoiceHash,
+    merchantDid: record.merchantDid,
+    totalCents: record.totalCents,
+    currency: record.currency,
+    requiredRoles: JSON.stringify(record.requiredRoles),
+    approvals: JSON.stringify(record.approvals),
+    status: record.status,
+    reason: record.reason ?? null,
+    receipt: record.receipt ?? null,
+    commitment: record.commitment ?? null,
+    createdAt: record.createdAt,
+    expiresAt: record.expiresAt,
+    updatedAt: record.updatedAt,
+  };
+}
+
+/** An `approvals` row as its record. */
+export function toApproval(row: unknown): ApprovalRecord {
+  const parsed = approvalRow.parse(row);
+  const { child, parent } = parsed.approvals;
+  return {
+    approvalId: parsed.approval_id,
+    invoiceId: parsed.invoice_id,
+    invoice: parsed.invoice,
+    invoiceHash: parsed.invoice_hash,
+    merchantDid: parsed.merchant_did,
+    totalCents: parsed.total_cents,
+    currency: parsed.currency,
+    requiredRoles: parsed.required_roles,
+    approvals: { ...(child === undefined ? {} : { child }), ...(parent === undefined ? {} : { parent }) },
+    status: parsed.status,
+    ...(parsed.reason === null ? {} : { reason: parsed.reason }),
+    ...(parsed.receipt === null ? {} : { receipt: parsed.receipt }),
+    ...(parsed.commitment === null ? {} : { commitment: parsed.commitment }),
+    createdAt: parsed.created_at,
+    expiresAt: parsed.expires_at,
+    updatedAt: parsed.updated_at,
+  };
+}
+
+const merchantRow = z.object({
+  did: z.string(),
+  name: z.string(),
+  public_key_jwk: jwkColumn,
+  trusted_at: z.number(),
+});
+
+/** A `merchants` row as its record. */
+export function toMerchant(row: unknown): MerchantRecord {
+  const parsed = merchantRow.parse(row);
+  return {
+    did: parsed.did,
+    name: parsed.name,
+    publicKeyJwk: parsed.public_key_jwk,
+    trustedAt: parsed.trusted_at,
+  };
+}

@@ -1,0 +1,185 @@
+/**
+ * One contract for every request-limit store (issue 26 defect 6, issue 28), run on SQLite and
+ * PostgreSQL: a pending-approval slot is taken only under both caps, counted from identity's
+ * approvals, and a rate limit counts a sliding window. The shared part reserves through two
+ * handles on one store at once: the caps hold across instances, never one slot over.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ApprovalRecord } from '../../identity/index';
+import { type HouseholdStoreHandle, householdStoreOpeners } from '../support/household-store-openers';
+import { postgresAvailable, postgresUnavailable } from '../support/postgres';
+
+const { implementations, cleanUp } = householdStoreOpeners();
+afterEach(cleanUp);
+
+it.skipIf(postgresAvailable)(`the PostgreSQL request limits are skipped: ${postgresUnavailable}`, () => {});
+
+const t0 = 1_750_000_000_000;
+const caps = { perRequester: 3, perHousehold: 5, holdMs: 60_000 } as const;
+
+function approvalFor(index: number, overrides: Partial<ApprovalRecord> = {}): ApprovalRecord {
+  return {
+    approvalId: `approval-${index}`,
+    invoiceId: `urn:uuid:invoice-${index}`,
+    invoice: 'eyJ.invoice.jws',
+    invoiceHash: `hash-${index}`,
+    merchantDid: 'did:key:z6MkShop',
+    totalCents: 1500,
+    currency: 'USD',
+    requiredRoles: ['child', 'parent'],
+    approvals: {},
+    status: 'pending',
+    createdAt: t0,
+    expiresAt: t0 + 300_000,
+    updatedAt: t0,
+    ...overrides,
+  };
+}
+
+/** Takes a slot and creates and binds its request, as `request_approval` does. */
+async function fill(store: HouseholdStoreHandle, requester: string, index: number, now = t0) {
+  const slot = await store.limits.reserveApproval({ requester, now, ...caps });
+  if (!slot.ok) return slot;
+  await store.identity.approvals.create(approvalFor(index));
+  await store.limits.bindApproval(slot.reservation, `approval-${index}`);
+  return slot;
+}
+
+describe.each(Object.entries(implementations))('the %s request-limit store', (_name, kind) => {
+  const handle = async (location?: string) => kind.open(location ?? (await kind.location()));
+
+  describe('single instance', () => {
+    it('takes slots up to the requester cap, then refuses naming the requester and the count', async () => {
+      const store = await handle();
+      for (const index of [1, 2, 3]) expect((await fill(store, 'alice', index)).ok).toBe(true);
+      expect(await store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).toStrictEqual({
+        ok: false,
+        scope: 'requester',
+        pending: 3,
+      });
+      expect((await store.limits.reserveApproval({ requester: 'bob', now: t0, ...caps })).ok).toBe(true);
+    });
+
+    it('refuses at the household cap whoever asks, counting pending requests without a slot too', async () => {
+      const store = await handle();
+      await store.identity.approvals.create(approvalFor(90));
+      await store.identity.approvals.create(approvalFor(91));
+      expect((await fill(store, 'alice', 1)).ok).toBe(true);
+      expect((await fill(store, 'bob', 2)).ok).toBe(true);
+      // An unbound slot being filled counts as well.
+      expect((await store.limits.reserveApproval({ requester: 'carol', now: t0, ...caps })).ok).toBe(true);
+      expect(await store.limits.reserveApproval({ requester: 'dave', now: t0, ...caps })).toStrictEqual({
+        ok: false,
+        scope: 'household',
+        pending: 5,
+      });
+    });
+
+    it('frees a slot when its request is decided or expires, when released, and when its hold runs out', async () => {
+      const store = await handle();
+      for (const index of [1, 2, 3]) await fill(store, 'alice', index);
+      await store.identity.approvals.transition('approval-1', { from: ['pending'], to: 'declined', now: t0 + 1 });
+      const fourth = await store.limits.reserveApproval({ requester: 'alice', now: t0 + 1, ...caps });
+      expect(fourth.ok).toBe(true);
+      if (fourth.ok) await store.limits.releaseApproval(fourth.reservation);
+      const fifth = await store.limits.reserveApproval({ requester: 'alice', now: t0 + 2, ...caps });
+      expect(fifth.ok).toBe(true);
+      // The unbound slot holds until holdMs; the requests until they expire.
+      expect((await store.limits.reserveApproval({ requester: 'alice', now: t0 + 3, ...caps })).ok).toBe(false);
+      expect((await store.limits.reserveApproval({ requester: 'alice', now: t0 + 2 + caps.holdMs, ...caps })).ok).toBe(
+        true,
+      );
+      const afterExpiry = t0 + 300_000;
+      for (let index = 0; index < 3; index += 1) {
+        expect((await store.limits.reserveApproval({ requester: 'alice', now: afterExpiry, ...caps })).ok).toBe(true);
+      }
+    });
+
+    it('frees a second slot bound to a request that already has one', async () => {
+      const store = await handle();
+      await fill(store, 'alice', 1);
+      const again = await store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps });
+      if (!again.ok) throw new Error('no slot');
+      await store.limits.bindApproval(again.reservation, 'approval-1');
+      // One request, one slot: alice has two left.
+      expect((await store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(true);
+      expect((await store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(true);
+      expect((await store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(false);
+    });
+
+    it('counts a rate limit in a sliding window, per key, with the wait until the oldest leaves', async () => {
+      const { limits } = await handle();
+      const take = (key: string, now: number) => limits.take({ key, now, limit: 2, windowMs: 1_000 });
+      expect(await take('k', t0)).toStrictEqual({ ok: true });
+      expect(await take('k', t0 + 400)).toStrictEqual({ ok: true });
+      expect(await take('k', t0 + 500)).toStrictEqual({ ok: false, retryAfterMs: 500 });
+      expect(await take('other', t0 + 500)).toStrictEqual({ ok: true });
+      expect(await take('k', t0 + 1_000)).toStrictEqual({ ok: true });
+    });
+  });
+
+  describe('shared: two handles on one store', () => {
+    const twoHandles = async () => {
+      const location = await kind.location();
+      return [await handle(location), await handle(location)] as const;
+    };
+    const reserveAll = (
+      handles: readonly HouseholdStoreHandle[],
+      count: number,
+      requester: (index: number) => string,
+    ) =>
+      Promise.all(
+        Array.from({ length: count }, (_, index) =>
+          (handles[index % 2] as HouseholdStoreHandle).limits.reserveApproval({
+            requester: requester(index),
+            now: t0,
+            ...caps,
+            perHousehold: 20,
+          }),
+        ),
+      );
+
+    it('never goes over the household cap: 40 concurrent reservations from 40 requesters take exactly 20', async () => {
+      const handles = await twoHandles();
+      for (let round = 0; round < 3; round += 1) {
+        const outcomes = await reserveAll(handles, 40, (index) => `r${round}-${index}`);
+        expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(round === 0 ? 20 : 0);
+      }
+    });
+
+    it('never goes over the requester cap: 20 concurrent reservations of one requester take exactly 3', async () => {
+      const handles = await twoHandles();
+      const outcomes = await reserveAll(handles, 20, () => 'alice');
+      expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(3);
+    });
+
+    it('binds two slots to one request at once without error, keeping one', async () => {
+      const [a, b] = await twoHandles();
+      await a.identity.approvals.create(approvalFor(1));
+      const slots = await Promise.all(
+        [a, b, a, b].map((store) => store.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })),
+      );
+      const reservations = slots.flatMap((slot) => (slot.ok ? [slot.reservation] : []));
+      expect(reservations).toHaveLength(3);
+      await Promise.all(
+        reservations.map((reservation, index) =>
+          (index % 2 === 0 ? a : b).limits.bindApproval(reservation, 'approval-1'),
+        ),
+      );
+      // One request holds one slot: two more for alice, not zero.
+      expect((await a.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(true);
+      expect((await b.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(true);
+      expect((await a.limits.reserveApproval({ requester: 'alice', now: t0, ...caps })).ok).toBe(false);
+    });
+
+    it('never goes over a rate limit: 30 concurrent takes of one key take exactly 10', async () => {
+      const handles = await twoHandles();
+      const outcomes = await Promise.all(
+        Array.from({ length: 30 }, (_, index) =>
+          (handles[index % 2] as HouseholdStoreHandle).limits.take({ key: 'k', now: t0, limit: 10, windowMs: 60_000 }),
+        ),
+      );
+      expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(10);
+    });
+  });
+});
