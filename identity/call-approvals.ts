@@ -137,7 +137,12 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       // 2. The open request for exactly this hash, if it is still open now.
       const found = await store.findOpen(call.callHash);
       const open = found === undefined ? undefined : await current(found.requestId);
-      if (open !== undefined && open.callHash === call.callHash) {
+      // It stands only for the roles it asked: a request for the child never answers for the parent.
+      if (
+        open !== undefined &&
+        open.callHash === call.callHash &&
+        required.every((role) => open.requiredRoles.includes(role))
+      ) {
         if (open.status === 'approved') {
           return {
             status: 'approved',

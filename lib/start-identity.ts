@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import {
   type Approvals,
+  type CallApprovals,
   createApprovals,
+  createCallApprovals,
   createPasskeys,
   type Household,
   type IdentityEventSink,
@@ -18,6 +20,8 @@ export interface OpenIdentity {
   readonly store: HouseholdStore;
   readonly household: Household;
   readonly approvals: Approvals;
+  /** Requests for a person's passkey yes to one gated non-payment call (`approval_required`). */
+  readonly callApprovals: CallApprovals;
   readonly passkeys: Passkeys;
   close(): void;
 }
@@ -53,8 +57,15 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions =
       now: clock,
     });
     const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, events, clock });
+    const callApprovals = createCallApprovals({
+      household,
+      store: store.callApprovals,
+      origin: env.origin,
+      rpId: env.rpId,
+      clock,
+    });
     const passkeys = createPasskeys({ household, approvals, origin: env.origin, rpId: env.rpId, events, clock });
-    return { store, household, approvals, passkeys, close: () => store.close() };
+    return { store, household, approvals, callApprovals, passkeys, close: () => store.close() };
   } catch (error) {
     store.close();
     throw error;

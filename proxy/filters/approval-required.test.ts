@@ -123,6 +123,28 @@ describe('approvalRequired', () => {
     });
   });
 
+  it('refuses an allow the audit chain cannot take, spending nothing', async () => {
+    const { gate } = fakeGate({ approvedHash: hashOf({ invoiceId: 'a' }) });
+    const store = openSqliteEvidenceStore({ path: ':memory:', capacity: 100 });
+    stores.push(store);
+    let broken = true;
+    const recorded = approvalRequired({
+      rules: [{ tool: 'pizza__cancel_order', roles: ['child'] }],
+      gate,
+      store,
+      now: () => 1_000_000,
+      onDecision: (record) => {
+        if (broken && record.decision === 'allow') throw new Error('audit table full');
+      },
+    });
+    expect(await recorded(call({ invoiceId: 'a' }), context)).toEqual({
+      decision: 'deny',
+      reason: 'The approval could not be recorded as spent, so the call is refused.',
+    });
+    broken = false;
+    expect(await recorded(call({ invoiceId: 'a' }), context)).toEqual({ decision: 'allow' });
+  });
+
   it('refuses an approval over other arguments, and one from another role', async () => {
     const other = fakeGate({ approvedHash: hashOf({ invoiceId: 'b' }) });
     expect(await filter(other.gate)(call({ invoiceId: 'a' }), context)).toMatchObject({

@@ -81,7 +81,10 @@ export interface ApprovalRequiredOptions {
   readonly store?: EvidenceStore;
   /** Milliseconds since the epoch. */
   readonly now?: () => number;
-  /** Receives every decision (must not throw; a throw is ignored). */
+  /**
+   * Receives every decision. A throw on an allow (the audit chain could not take it) refuses the
+   * call and spends nothing; on a refusal it is ignored.
+   */
   readonly onDecision?: (record: ApprovalDecisionRecord) => void;
   /** Receives gate and store faults for logs. */
   readonly onError?: (error: unknown) => void;
@@ -170,6 +173,7 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
       ids.push({ id: proof.id, expiresAt: proof.expiresAt });
     }
     // 5. Spent once, before the call is forwarded: a second use of the same approval is refused.
+    let reservation: string;
     try {
       const reserved = await store.reserve(ids, now());
       if (!reserved.ok) {
@@ -179,9 +183,25 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
             : 'Refused: this approval has already been used. An approval authorises its call once; ask for a new one.';
         return deny(reason, { callHash, requestId: check.requestId });
       }
-      await store.commit(reserved.reservation);
+      reservation = reserved.reservation;
     } catch (error) {
       options.onError?.(error);
+      return deny('The single-use evidence store is unavailable, so the call is refused.', { callHash });
+    }
+    // 6. The allow is on the audit chain before anything is spent or sent: unrecorded, it is refused.
+    try {
+      options.onDecision?.({
+        tool,
+        principal,
+        decision: 'allow',
+        callHash,
+        requestId: check.requestId,
+        approvalIds: ids.map((id) => id.id),
+      });
+      await store.commit(reservation);
+    } catch (error) {
+      options.onError?.(error);
+      await store.release(reservation).catch((releaseError: unknown) => options.onError?.(releaseError));
       return deny('The approval could not be recorded as spent, so the call is refused.', {
         callHash,
         requestId: check.requestId,
@@ -193,14 +213,6 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
       // Spent in the ledger already: the window only shows it as still approved.
       options.onError?.(error);
     }
-    record({
-      tool,
-      principal,
-      decision: 'allow',
-      callHash,
-      requestId: check.requestId,
-      approvalIds: ids.map((id) => id.id),
-    });
     return { decision: 'allow' };
   };
 }
