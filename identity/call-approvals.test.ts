@@ -3,6 +3,7 @@ import { callHashOf, type GatedCall } from '../proxy/index';
 import { assertCall } from '../tests/identity/call-approval-support';
 import { createIdentityHarness, type IdentityHarness, origin, rpId } from '../tests/identity/support';
 import { type CallApprovals, createCallApprovals } from './call-approvals';
+import { createPasskeys } from './passkeys';
 
 let harness: IdentityHarness;
 let calls: CallApprovals;
@@ -123,6 +124,38 @@ describe('call approvals', () => {
       reason: 'the child declined the call',
     });
     expect((await pending(call)).requestId).not.toBe(requestId);
+  });
+
+  it('approves through the window’s passkey ceremony, whose challenge is the call hash; another role cannot start it', async () => {
+    const passkeys = createPasskeys({
+      household: harness.household,
+      approvals: harness.approvals,
+      callApprovals: calls,
+      rpId,
+      origin,
+      clock: harness.clock.now,
+    });
+    const child = await harness.enrol('child');
+    const parent = await harness.enrol('parent');
+    const call = gated({ invoiceId: 'inv-1' });
+    const { requestId } = await pending(call);
+    expect(await passkeys.call.pendingFor(child.record)).toMatchObject([
+      { requestId, action: 'run pizza__cancel_order' },
+    ]);
+    expect(await passkeys.call.options({ session: parent.record, requestId })).toMatchObject({
+      ok: false,
+      reason: "this call does not need the parent's approval",
+    });
+    const started = await passkeys.call.options({ session: child.record, requestId });
+    if (!started.ok) throw new Error(started.reason);
+    expect(started.options.challenge).toBe(call.callHash);
+    const verified = await passkeys.call.verify({
+      session: child.record,
+      ceremonyId: started.ceremonyId,
+      response: child.authenticator.assert(started.options),
+    });
+    expect(verified).toMatchObject({ verified: true, view: { requestId, status: 'approved' } });
+    expect(await calls.gate.check(call)).toMatchObject({ status: 'approved', requestId });
   });
 
   it('refuses a role the household does not have, creating nothing', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { CallApprovalCheck, CallApprovalGate, CallApprovalProof, GatedCall } from '../proxy/index';
-import { canonicalCall } from '../proxy/index';
+import { callHashOf, canonicalCall } from '../proxy/index';
 import type { CallApprovalRecord, CallApprovalStatus, CallApprovalStore } from './call-approval-store';
 import type { PasskeyAssertion } from './credentials';
 import type { Household } from './household';
@@ -27,6 +27,14 @@ export interface CallApprovalsOptions {
   readonly clock?: () => Date;
   /** How often a waiter re-reads the store for a decision taken in another process; default 1 s. */
   readonly pollIntervalMs?: number;
+  /** What a gated tool does, in the window's words ("cancel an order", at "Main Street Pizza"); else its name. */
+  readonly describe?: (tool: string) => Promise<CallDescription | undefined>;
+}
+
+/** A gated tool in words: the action, and where (the merchant or server), for the window's sentence. */
+export interface CallDescription {
+  readonly action: string;
+  readonly at?: string;
 }
 
 /** One argument as the window shows it: its name and its value as canonical JSON text. */
@@ -41,6 +49,9 @@ export interface CallApprovalView {
   readonly requestId: string;
   readonly status: CallApprovalStatus;
   readonly tool: string;
+  /** What the call does, in words; the tool's name when the household has none for it. */
+  readonly action: string;
+  readonly at?: string;
   readonly arguments: readonly CallArgumentView[];
   readonly callHash: string;
   readonly requiredRoles: readonly Role[];
@@ -158,11 +169,15 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       // 3. A new request, bounded: the window shows the call from the same canonical bytes the hash covers.
       if ((await store.listPending()).length >= maxPendingCallApprovals)
         return { status: 'refused', reason: 'too many calls are waiting for approval; decide those first' };
+      // The window renders the stored bytes and the passkey signs the stored hash: they must be one.
+      const bytes = canonicalCall(call);
+      if (callHashOf(call) !== call.callHash)
+        return { status: 'refused', reason: 'the call hash is not the hash of the call' };
       const now = clock().getTime();
       const record: CallApprovalRecord = {
         requestId: randomUUID(),
         tool: call.tool,
-        call: canonicalCall(call),
+        call: bytes,
         callHash: call.callHash,
         requiredRoles: required,
         approvals: {},
@@ -204,19 +219,24 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
   };
 
   const refuse = (reason: string) => ({ ok: false, reason }) as const;
+  const described = async (record: CallApprovalRecord): Promise<CallApprovalView> => {
+    const description = await options.describe?.(record.tool);
+    return viewOf(record, description);
+  };
 
   return {
     gate,
 
     async get(requestId) {
       const record = await current(requestId);
-      return record && viewOf(record);
+      return record && described(record);
     },
 
     async pendingFor(role) {
       const now = clock().getTime();
       const pending = await store.listPending();
-      return pending.filter((record) => record.requiredRoles.includes(role) && record.expiresAt > now).map(viewOf);
+      const mine = pending.filter((record) => record.requiredRoles.includes(role) && record.expiresAt > now);
+      return Promise.all(mine.map(described));
     },
 
     async approve({ requestId, role, assertion }) {
@@ -314,12 +334,14 @@ function callOf(record: CallApprovalRecord): { tool: string; arguments: Record<s
  * The request as a window shows it: every argument that is hashed, from the stored canonical
  * bytes (the same bytes the hash covers), in their canonical order.
  */
-export function viewOf(record: CallApprovalRecord): CallApprovalView {
+function viewOf(record: CallApprovalRecord, description: CallDescription | undefined): CallApprovalView {
   const call = callOf(record);
   return {
     requestId: record.requestId,
     status: record.status,
     tool: call.tool,
+    action: description?.action ?? `run ${call.tool}`,
+    ...(description?.at === undefined ? {} : { at: description.at }),
     arguments: Object.entries(call.arguments).map(([name, value]) => ({
       name,
       value: typeof value === 'string' ? value : (canonicalize(value) ?? 'null'),

@@ -80,12 +80,14 @@ export {
 } from './identity-http';
 export {
   type ApprovalResult,
+  type CallApprovalResult,
   type CeremonyOptions,
   type CreatePasskeysOptions,
   ceremonyLifetimeMs,
   createPasskeys,
   hashSessionToken,
   type PasskeyApprovals,
+  type PasskeyCallApprovals,
   type PasskeyRefusal,
   type Passkeys,
   type SignedInSession,

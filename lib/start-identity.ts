@@ -63,8 +63,20 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions =
       origin: env.origin,
       rpId: env.rpId,
       clock,
+      describe: async (tool) =>
+        tool === 'pizza__cancel_order'
+          ? { action: 'cancel an order', at: (await store.identity.merchants.list())[0]?.name ?? 'the shop' }
+          : undefined,
     });
-    const passkeys = createPasskeys({ household, approvals, origin: env.origin, rpId: env.rpId, events, clock });
+    const passkeys = createPasskeys({
+      household,
+      approvals,
+      callApprovals,
+      origin: env.origin,
+      rpId: env.rpId,
+      events,
+      clock,
+    });
     return { store, household, approvals, callApprovals, passkeys, close: () => store.close() };
   } catch (error) {
     store.close();
