@@ -8,6 +8,8 @@ import type { Role } from './store';
 export const lifetimeSeconds = {
   Invoice: 5 * 60,
   OrderApproval: 15 * 60,
+  /** A person's yes to one gated non-payment call (docs/human-authority.md), spent once. */
+  CallApproval: 15 * 60,
   PaymentReceipt: 24 * 60 * 60,
   FulfilmentCommitment: 24 * 60 * 60,
   FamilyMembership: 365 * 24 * 60 * 60,
@@ -59,5 +61,16 @@ export interface OrderApprovalClaims {
   readonly role: Role;
   readonly invoiceHash: string;
   readonly approvalId: string;
+  readonly passkey: PasskeyAssertion;
+}
+
+/** `CallApproval` subject fields: the member's passkey yes to exactly one call (docs/human-authority.md). */
+export interface CallApprovalClaims {
+  readonly role: Role;
+  /** The qualified tool name approved. */
+  readonly tool: string;
+  /** base64url SHA-256 of the call's RFC 8785 bytes `{"tool": …, "arguments": {…}}`. */
+  readonly callHash: string;
+  readonly requestId: string;
   readonly passkey: PasskeyAssertion;
 }

@@ -44,6 +44,12 @@ export interface IdentityHandlers {
   readonly approvalOptions: IdentityHandler;
   /** POST `?as=role` `{ceremonyId, response}` → verifies the assertion and records the approval. */
   readonly approvalVerify: IdentityHandler;
+  /** POST `?as=role` `{requestId}` → assertion options over a gated call's hash. */
+  readonly callApprovalOptions: IdentityHandler;
+  /** POST `?as=role` `{ceremonyId, response}` → verifies the assertion and records the call approval. */
+  readonly callApprovalVerify: IdentityHandler;
+  /** POST `?as=role` `{requestId}` → declines the gated call as that role. */
+  readonly callDecline: IdentityHandler;
   /** POST `?as=role` `{approvalId}` → declines as that role. */
   readonly decline: IdentityHandler;
   /** POST `?as=role` → ends that role's session and clears its cookie. */
@@ -70,6 +76,7 @@ const base64url = z
 const roleSchema = z.enum(roles);
 const codeBody = z.object({ code: z.string().min(1).max(100) });
 const approvalBody = z.object({ approvalId: z.string().min(1).max(200) });
+const callBody = z.object({ requestId: z.string().min(1).max(200) });
 const attachment = z.enum(['platform', 'cross-platform']).nullish();
 const registrationResponse = z
   .object({
@@ -283,7 +290,11 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
 
     pending: handle('pending', async (request) => {
       const session = await requireSession(request, requiredRole(request));
-      return ok({ role: session.role, approvals: await passkeys.pendingFor(session) });
+      return ok({
+        role: session.role,
+        approvals: await passkeys.pendingFor(session),
+        calls: await passkeys.call.pendingFor(session),
+      });
     }),
 
     approvalOptions: handle('approvalOptions', async (request) => {
@@ -300,6 +311,30 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
       const result = await passkeys.approval.verify({ session, ...body });
       if (!result.verified) return refused(result);
       return ok({ approvalId: result.record.approvalId, status: result.record.status, role: session.role });
+    }),
+
+    callApprovalOptions: handle('callApprovalOptions', async (request) => {
+      const { requestId } = await readPost(request, callBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.call.options({ session, requestId });
+      if (!result.ok) return refused(result);
+      return ok({ ceremonyId: result.ceremonyId, options: result.options });
+    }),
+
+    callApprovalVerify: handle('callApprovalVerify', async (request) => {
+      const body = await readPost(request, assertionVerifyBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.call.verify({ session, ...body });
+      if (!result.verified) return refused(result);
+      return ok({ requestId: result.view.requestId, status: result.view.status, role: session.role });
+    }),
+
+    callDecline: handle('callDecline', async (request) => {
+      const { requestId } = await readPost(request, callBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.call.decline({ session, requestId });
+      if (!result.ok) return fail(409, result.reason);
+      return ok({ requestId: result.record.requestId, status: result.record.status, role: session.role });
     }),
 
     decline: handle('decline', async (request) => {

@@ -19,8 +19,21 @@ export {
   requiredRolesFor,
   type WaitOutcome,
 } from './approvals';
+export type { CallApprovalRecord, CallApprovalStatus, CallApprovalStore } from './call-approval-store';
+export {
+  type CallApprovals,
+  type CallApprovalsOptions,
+  type CallApprovalView,
+  type CallArgumentView,
+  type CallDecisionOutcome,
+  type CallWaitOutcome,
+  callApprovalLifetimeMs,
+  createCallApprovals,
+  maxPendingCallApprovals,
+} from './call-approvals';
 export {
   type AuditCheckpointClaims,
+  type CallApprovalClaims,
   type CredentialType,
   clockSkewSeconds,
   type EnrollmentClaims,
@@ -67,12 +80,14 @@ export {
 } from './identity-http';
 export {
   type ApprovalResult,
+  type CallApprovalResult,
   type CeremonyOptions,
   type CreatePasskeysOptions,
   ceremonyLifetimeMs,
   createPasskeys,
   hashSessionToken,
   type PasskeyApprovals,
+  type PasskeyCallApprovals,
   type PasskeyRefusal,
   type Passkeys,
   type SignedInSession,
@@ -101,6 +116,7 @@ export type {
 export { roles } from './store';
 export { type TrustMerchantRequest, trustMerchant } from './trust-merchant';
 export { createVeramoVerifier } from './veramo-verifier';
+export { type CallApprovalEvidence, type CallApprovalVerdict, verifyCallApproval } from './verify-call-approval';
 export {
   type CredentialExpectation,
   type CredentialVerdict,

@@ -11,6 +11,7 @@ import {
 } from '@simplewebauthn/server';
 import { cose, decodeAttestationObject, decodeCredentialPublicKey } from '@simplewebauthn/server/helpers';
 import type { Approvals, ApprovalView, DecisionOutcome } from './approvals';
+import type { CallApprovals, CallApprovalView, CallDecisionOutcome } from './call-approvals';
 import { checkEnrollmentCode } from './enrollment-codes';
 import type { IdentityEventSink } from './events';
 import { framingRefusal } from './framing-refusal';
@@ -61,10 +62,20 @@ export type ApprovalResult =
 /** What passkeys needs of the approvals module: `approve` issues the member's `OrderApproval` over the verified assertion. */
 export type PasskeyApprovals = Pick<Approvals, 'approve' | 'decline' | 'pendingFor'>;
 
+/** What passkeys needs of call approvals: `approve` issues the member's `CallApproval` over the verified assertion. */
+export type PasskeyCallApprovals = Pick<CallApprovals, 'get' | 'approve' | 'decline' | 'pendingFor'>;
+
+/** A verified call-approval assertion, with where the request stands now. */
+export type CallApprovalResult =
+  | { readonly verified: true; readonly view: CallApprovalView }
+  | ({ readonly verified: false } & PasskeyRefusal);
+
 /** What {@link createPasskeys} needs. */
 export interface CreatePasskeysOptions {
   readonly household: Household;
   readonly approvals: PasskeyApprovals;
+  /** Gated non-payment calls (`approval_required`); without it the window has none to show. */
+  readonly callApprovals?: PasskeyCallApprovals;
   /** WebAuthn relying-party id: `localhost` by default (SPEC §5.3), the host name for a real host. */
   readonly rpId: string;
   /** The exact origin the approval window is served from, e.g. `http://localhost:3000`. */
@@ -111,6 +122,23 @@ export interface Passkeys {
       readonly response: AuthenticationResponseJSON;
     }): Promise<ApprovalResult>;
   };
+  readonly call: {
+    /** Starts an assertion whose challenge is the 32 bytes of the gated call's hash. */
+    options(request: {
+      readonly session: SessionRecord;
+      readonly requestId: string;
+    }): Promise<CeremonyOptions<PublicKeyCredentialRequestOptionsJSON>>;
+    /** Verifies the assertion and hands it to call approvals, which issue the `CallApproval`. */
+    verify(request: {
+      readonly session: SessionRecord;
+      readonly ceremonyId: string;
+      readonly response: AuthenticationResponseJSON;
+    }): Promise<CallApprovalResult>;
+    /** Declines a gated call as the session's role. */
+    decline(request: { readonly session: SessionRecord; readonly requestId: string }): Promise<CallDecisionOutcome>;
+    /** The gated calls waiting for the session's role. */
+    pendingFor(session: SessionRecord): Promise<readonly CallApprovalView[]>;
+  };
   /** Declines a request as the session's role. */
   decline(request: { readonly session: SessionRecord; readonly approvalId: string }): Promise<DecisionOutcome>;
   /** The requests waiting for the session's role. */
@@ -120,6 +148,9 @@ export interface Passkeys {
   /** Ends the session for a cookie's token. */
   signOut(token: string): Promise<void>;
 }
+
+/** Marks an approval ceremony as one for a gated call (its request id follows). */
+const callCeremonyPrefix = 'call:';
 
 /** SHA-256 hex of a session token: the only form a token is stored in. */
 export function hashSessionToken(token: string): string {
@@ -133,7 +164,7 @@ export function hashSessionToken(token: string): string {
  * no code, token or challenge.
  */
 export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
-  const { household, approvals, rpId, origin } = options;
+  const { household, approvals, rpId, origin, callApprovals } = options;
   const store = household.store;
   const rpName = options.rpName ?? 'extensible-mcp household';
   const clock = options.clock ?? (() => new Date());
@@ -512,6 +543,109 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
         });
         if (!outcome.ok) return refuse(outcome.reason, 'conflict');
         return { verified: true, record: outcome.record };
+      },
+    },
+
+    call: {
+      async options({ session, requestId }) {
+        const now = clock().getTime();
+        const refuse = (reason: string, code: IdentityErrorCode) => refusePasskey('approval', reason, code);
+        const current = await liveSession(session, now);
+        if (current === undefined)
+          return refuse('not signed in, or the session expired; sign in again', 'unauthenticated');
+        const role = current.role;
+        const view = await callApprovals?.get(requestId);
+        if (view === undefined) return refuse('no such call-approval request', 'not-found');
+        if (view.status !== 'pending') return refuse(`this request is ${view.status}, not pending`, 'conflict');
+        if (!view.requiredRoles.includes(role))
+          return refuse(`this call does not need the ${role}'s approval`, 'forbidden');
+        if (view.approvedRoles.includes(role)) return refuse(`the ${role} has already approved this call`, 'conflict');
+        // The challenge is the 32 digest bytes of the call hash: the passkey signs this exact call.
+        const digest = Buffer.from(view.callHash, 'base64url');
+        if (digest.length !== 32) return refuse('the request has a malformed call hash', 'conflict');
+        const passkeys = await store.passkeys.listByRole(role);
+        const request = await generateAuthenticationOptions({
+          rpID: rpId,
+          challenge: new Uint8Array(digest),
+          allowCredentials: passkeys.map((passkey) => ({
+            id: passkey.credentialId,
+            transports: [...passkey.transports],
+          })),
+          userVerification: 'required',
+          timeout: ceremonyLifetimeMs,
+        });
+        const ceremonyId = randomBytes(16).toString('base64url');
+        // An approval ceremony whose request id is marked as a call's: the ceremony table stays as it is.
+        await store.ceremonies.put(
+          {
+            id: ceremonyId,
+            kind: 'approval',
+            challenge: request.challenge,
+            role,
+            approvalId: `${callCeremonyPrefix}${requestId}`,
+            expiresAt: now + ceremonyLifetimeMs,
+          },
+          now,
+        );
+        return { ok: true, ceremonyId, options: request };
+      },
+
+      async verify({ session, ceremonyId, response }) {
+        const now = clock().getTime();
+        const refuse = (reason: string, code: IdentityErrorCode) => refusePasskey('approval', reason, code);
+        const current = await liveSession(session, now);
+        if (current === undefined)
+          return refuse('not signed in, or the session expired; sign in again', 'unauthenticated');
+        const ceremony = await takeCeremony(ceremonyId, 'approval');
+        const requestId = ceremony?.approvalId?.startsWith(callCeremonyPrefix)
+          ? ceremony.approvalId.slice(callCeremonyPrefix.length)
+          : undefined;
+        if (ceremony === undefined || requestId === undefined)
+          return refuse('unknown or already used approval ceremony; start again', 'bad-request');
+        if (ceremony.role !== current.role) return refuse('this approval was started by another role', 'forbidden');
+        if (ceremony.expiresAt <= now) return refuse('the approval took too long; start again', 'unauthenticated');
+        const view = await callApprovals?.get(requestId);
+        if (view === undefined) return refuse('no such call-approval request', 'not-found');
+        // The challenge must still be this call's hash: the signature binds this call.
+        if (Buffer.from(view.callHash, 'base64url').toString('base64url') !== ceremony.challenge) {
+          return refuse('the challenge is not this call\u2019s hash', 'conflict');
+        }
+        const allowed = await store.passkeys.listByRole(current.role);
+        const result = await verifyAssertion({
+          ceremony: 'approval',
+          response,
+          expectedChallenge: ceremony.challenge,
+          allowed,
+          now,
+        });
+        if (!result.verified) return result;
+        const outcome = await callApprovals?.approve({
+          requestId,
+          role: result.passkey.role,
+          assertion: {
+            credentialId: result.passkey.credentialId,
+            authenticatorData: response.response.authenticatorData,
+            clientDataJSON: response.response.clientDataJSON,
+            signature: response.response.signature,
+          },
+        });
+        if (outcome === undefined || !outcome.ok)
+          return refuse(outcome?.reason ?? 'no call approvals here', 'conflict');
+        const updated = await callApprovals?.get(requestId);
+        if (updated === undefined) return refuse('no such call-approval request', 'not-found');
+        return { verified: true, view: updated };
+      },
+
+      async decline({ session, requestId }) {
+        const current = await liveSession(session, clock().getTime());
+        if (current === undefined) return { ok: false, reason: 'not signed in, or the session expired; sign in again' };
+        if (callApprovals === undefined) return { ok: false, reason: 'no such call-approval request' };
+        return callApprovals.decline({ requestId, role: current.role });
+      },
+
+      async pendingFor(session) {
+        const current = await liveSession(session, clock().getTime());
+        return current === undefined || callApprovals === undefined ? [] : callApprovals.pendingFor(current.role);
       },
     },
 

@@ -44,6 +44,7 @@ const subjectRequired: ReadonlySet<CredentialType> = new Set([
   'FamilyMembership',
   'PasskeyEnrollment',
   'OrderApproval',
+  'CallApproval',
   'AuditCheckpoint',
 ]);
 

@@ -26,6 +26,7 @@ import {
   seedPins,
   singleUseFilter,
 } from '../proxy/index';
+import { approvalDecisionEvent } from './approval-decision-event';
 import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
 import type { AuditLog } from './audit/audit-log';
 import { createFileCheckpointStore } from './audit/checkpoint-store';
@@ -109,6 +110,12 @@ const operatorContext: CallContext = {
   principal: { id: 'operator' },
   scope: { kind: 'session', id: 'household-operator' },
 };
+/**
+ * The household's own proxy filters, as a config file would name them (docs/human-authority.md):
+ * cancelling a shop order needs the child's passkey over exactly that call.
+ */
+export const householdApprovalRules = [{ tool: 'pizza__cancel_order', roles: ['child'] }] as const;
+
 /** The policy bundle that governs `payments`. */
 const familySpendDirectory = resolve('policies/family-spend');
 
@@ -257,6 +264,16 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
           },
         }),
       ],
+      // Last of the call filters that may rewrite arguments: the approval is over the call as forwarded.
+      approvalRequired: {
+        rules: householdApprovalRules,
+        gate: identity.callApprovals.gate,
+        store: store.evidence,
+        now,
+        // Required: an allow the audit chain cannot take is refused (EventBus.record).
+        onDecision: (decision) => events.record(approvalDecisionEvent(decision)),
+        onError: (error) => logger.error('approval_required', error),
+      },
       governance: {
         resolve: createRouteResolver({
           routes: [{ name: 'payments', admission: 'in-process', bundle: 'family-spend' }],

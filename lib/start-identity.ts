@@ -1,7 +1,9 @@
 import { join } from 'node:path';
 import {
   type Approvals,
+  type CallApprovals,
   createApprovals,
+  createCallApprovals,
   createPasskeys,
   type Household,
   type IdentityEventSink,
@@ -20,6 +22,8 @@ export interface OpenIdentity {
   readonly store: HouseholdStore;
   readonly household: Household;
   readonly approvals: Approvals;
+  /** Requests for a person's passkey yes to one gated non-payment call (`approval_required`). */
+  readonly callApprovals: CallApprovals;
   readonly passkeys: Passkeys;
   close(): void;
 }
@@ -60,8 +64,27 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions =
       now: clock,
     });
     const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, events, clock });
-    const passkeys = createPasskeys({ household, approvals, origin: env.origin, rpId: env.rpId, events, clock });
-    return { store, household, approvals, passkeys, close: () => store.close() };
+    const callApprovals = createCallApprovals({
+      household,
+      store: store.callApprovals,
+      origin: env.origin,
+      rpId: env.rpId,
+      clock,
+      describe: async (tool) =>
+        tool === 'pizza__cancel_order'
+          ? { action: 'cancel an order', at: (await store.identity.merchants.list())[0]?.name ?? 'the shop' }
+          : undefined,
+    });
+    const passkeys = createPasskeys({
+      household,
+      approvals,
+      callApprovals,
+      origin: env.origin,
+      rpId: env.rpId,
+      events,
+      clock,
+    });
+    return { store, household, approvals, callApprovals, passkeys, close: () => store.close() };
   } catch (error) {
     store.close();
     throw error;

@@ -135,7 +135,18 @@ describe('openHouseholdStore: the file', () => {
       identityMigrations.map((migration) => migration.version),
     );
     expect(new Set(rows.map((row) => (row as { module: string }).module))).toEqual(
-      new Set(['identity', 'payments', 'evidence', 'mock-rail', 'chat', 'audit', 'discovery', 'pins', 'limits']),
+      new Set([
+        'identity',
+        'payments',
+        'evidence',
+        'mock-rail',
+        'chat',
+        'audit',
+        'discovery',
+        'pins',
+        'limits',
+        'call-approvals',
+      ]),
     );
 
     const again = reopen(path);

@@ -1,7 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { IdentityError, type IdentityStore } from '../identity/index';
+import { type CallApprovalStore, IdentityError, type IdentityStore } from '../identity/index';
 import {
   createSqliteDiscoveryStore,
   createSqliteEvidenceStore,
@@ -17,11 +17,13 @@ import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/c
 import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
+import { callApprovalMigrations } from './call-approval-migrations';
 import { identityMigrations } from './identity-migrations';
 import type { RequestLimitStore } from './limits/request-limits';
 import { createSqliteRequestLimitStore, requestLimitMigrations } from './limits/sqlite-request-limits';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
+import { createSqliteCallApprovalStore } from './sqlite-call-approval-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
 
 /**
@@ -40,6 +42,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   pins: pinStoreMigrations,
   // After identity: the limits count pending requests from its `approvals` table.
   limits: requestLimitMigrations,
+  // Approval requests for gated non-payment calls (docs/human-authority.md), apart from `approvals`.
+  'call-approvals': callApprovalMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -71,6 +75,8 @@ export interface HouseholdStore {
   readonly limits: RequestLimitStore;
   /** The shop's and every other server's pinned tool definitions (SPEC §3.13): never memory-only. */
   readonly pins: PinStore;
+  /** Requests for a person's passkey yes to one gated non-payment call (docs/human-authority.md). */
+  readonly callApprovals: CallApprovalStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -105,6 +111,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       discovery: createSqliteDiscoveryStore(opened),
       limits: createSqliteRequestLimitStore(opened),
       pins: createSqlitePinStore(opened),
+      callApprovals: createSqliteCallApprovalStore(opened),
       close: () => {
         opened.close();
       },

@@ -25,6 +25,16 @@ describe('loadConfig', () => {
     expect(config.filters.access_control).toEqual({ deny: ['files__delete'], deny_patterns: [] });
   });
 
+  it('reads filters.approval_required into rules for the filter, and refuses a rule without roles', () => {
+    const rules = [{ tool: 'pizza__cancel_*', roles: ['child'] }];
+    const config = loadConfig(writeConfig({ mcpServers: {}, filters: { approval_required: rules } }));
+    expect(gatewayOptionsFromConfig(config).approvalRequired).toEqual({ rules });
+    const path = writeConfig({ mcpServers: {}, filters: { approval_required: [{ tool: 'x', roles: [] }] } });
+    expect(() => loadConfig(path)).toThrow(
+      `${path}: invalid config:\n  filters.approval_required.0.roles: expected at least one role who must approve`,
+    );
+  });
+
   it('refuses both command and url, naming the file and the path', () => {
     const path = writeConfig({ mcpServers: { both: { command: 'node', url: 'https://x.example/mcp' } } });
     expect(() => loadConfig(path)).toThrow(

@@ -89,6 +89,21 @@ const filtersSchema = z.strictObject({
     })
     .optional(),
   rego_policy: nonBlank.optional(),
+  /**
+   * Tools a person must approve with a passkey over the exact call (docs/human-authority.md):
+   * `tool` is a glob over qualified names, `roles` who must each approve.
+   */
+  approval_required: z
+    .array(
+      z.strictObject({
+        tool: nonBlank.superRefine((value, context) => {
+          const found = globProblem(value);
+          if (found) context.addIssue({ code: 'custom', message: found });
+        }),
+        roles: z.array(nonBlank).min(1, 'expected at least one role who must approve'),
+      }),
+    )
+    .optional(),
 });
 
 /**

@@ -27,6 +27,8 @@ export const proxyErrorCodes = [
   'store-full',
   'store-failed',
   'compile-failed',
+  // A call whose arguments have no RFC 8785 form cannot be hashed, so it cannot be approved.
+  'call-not-canonical',
 ] as const;
 
 /** One of {@link proxyErrorCodes}. */

@@ -38,5 +38,8 @@ export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
       },
     }),
     ...(load?.allow_localhost === true && { allowLocalhostLoads: true }),
+    // Rules only: a config file names no approval source, so the proxy on its own refuses every
+    // matching call (fail closed); the household app supplies the gate and the ledger.
+    ...(config.filters.approval_required && { approvalRequired: { rules: config.filters.approval_required } }),
   };
 }

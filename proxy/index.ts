@@ -8,6 +8,18 @@ export { defaultConfigPaths, loadConfig, type ProxyConfig, resolveConfigPath, ty
 export { type CredentialLookup, createTokenCredentials, type TokenCredentialsOptions } from './credentials/index';
 export { ProxyError, type ProxyErrorCode, proxyErrorCodes } from './errors';
 export { type AccessControlOptions, accessControl } from './filters/access-control';
+export {
+  type ApprovalDecisionRecord,
+  type ApprovalRequiredOptions,
+  type ApprovalRule,
+  approvalRequired,
+  approvalRequiredKey,
+  type CallApprovalCheck,
+  type CallApprovalGate,
+  type CallApprovalProof,
+  type GatedCall,
+} from './filters/approval-required';
+export { type ApprovedCall, callHashOf, canonicalCall } from './filters/call-hash';
 export { hideTools } from './filters/hide-tools';
 export { type LoadControlOptions, loadControl } from './filters/load-control';
 export { similarityThreshold } from './filters/similarity-threshold';

@@ -36,7 +36,13 @@ describe('openOrderStore', () => {
     const temp = openTemp();
     temp.open().insertInvoiced(order);
     const reopened = temp.open();
-    expect(reopened.get('urn:uuid:1')).toEqual({ ...order, status: 'invoiced', fulfilledAt: null, paymentRef: null });
+    expect(reopened.get('urn:uuid:1')).toEqual({
+      ...order,
+      status: 'invoiced',
+      fulfilledAt: null,
+      paymentRef: null,
+      cancelledAt: null,
+    });
     expect(reopened.get('urn:uuid:2')).toBeUndefined();
     expect(reopened.count()).toBe(1);
   });

@@ -17,6 +17,8 @@ export type StoredOrder = {
   createdAt: number;
   fulfilledAt: number | null;
   paymentRef: string | null;
+  /** When the household cancelled it (`cancel_order`); a cancelled order is never fulfilled. */
+  cancelledAt: number | null;
 };
 
 /** A new order, recorded only after its invoice was signed. */
@@ -37,8 +39,13 @@ export interface OrderStore {
   insertInvoiced(order: NewOrder): void;
   /** The order for a nonce, or undefined when this shop never issued it. */
   get(nonce: string): StoredOrder | undefined;
-  /** Move `invoiced → fulfilled`; true only for the one call that made the move. */
+  /** Move `invoiced → fulfilled` unless cancelled; true only for the one call that made the move. */
   markFulfilled(fulfilment: Fulfilment): boolean;
+  /**
+   * Cancels an order that is not cancelled and not delivered by `at` (invoiced, or fulfilled with
+   * `fulfilledAt + etaMs` still ahead); true only for the one call that cancelled it.
+   */
+  markCancelled(request: { nonce: string; at: number; etaMs: number }): boolean;
   /** How many orders exist (tests assert refusals store nothing). */
   count(): number;
   close(): void;
@@ -55,6 +62,7 @@ const Row = z.object({
   created_at: z.number().int(),
   fulfilled_at: z.number().int().nullable(),
   payment_ref: z.string().nullable(),
+  cancelled_at: z.number().int().nullable(),
 });
 
 /**
@@ -80,6 +88,11 @@ export function openOrderStore(path: string): OrderStore {
       payment_ref TEXT,
       commitment TEXT
     )`);
+    // Files made before cancel_order get the column once.
+    const columns = z.array(z.object({ name: z.string() })).parse(db.prepare('PRAGMA table_info(orders)').all());
+    if (!columns.some((column) => column.name === 'cancelled_at')) {
+      db.exec('ALTER TABLE orders ADD COLUMN cancelled_at INTEGER');
+    }
   } catch (error) {
     throw new ShopError('order-store', `cannot open the order store at ${path}`, { cause: error });
   }
@@ -88,12 +101,18 @@ export function openOrderStore(path: string): OrderStore {
      VALUES (@nonce, @invoice, @totalCents, @currency, @deliverTo, @items, 'invoiced', @createdAt)`,
   );
   const select = db.prepare(
-    'SELECT nonce, invoice, total_cents, currency, deliver_to, items, status, created_at, fulfilled_at, payment_ref FROM orders WHERE nonce = ?',
+    'SELECT nonce, invoice, total_cents, currency, deliver_to, items, status, created_at, fulfilled_at, payment_ref, cancelled_at FROM orders WHERE nonce = ?',
   );
   // The status guard in WHERE makes check-and-set one statement: atomic, even across processes.
   const fulfil = db.prepare(
     `UPDATE orders SET status = 'fulfilled', fulfilled_at = @fulfilledAt, payment_ref = @paymentRef, commitment = @commitment
-     WHERE nonce = @nonce AND status = 'invoiced'`,
+     WHERE nonce = @nonce AND status = 'invoiced' AND cancelled_at IS NULL`,
+  );
+  // One statement again: not cancelled, and not delivered at @at, checked and written together.
+  const cancel = db.prepare(
+    `UPDATE orders SET cancelled_at = @at
+     WHERE nonce = @nonce AND cancelled_at IS NULL
+       AND (status = 'invoiced' OR (status = 'fulfilled' AND fulfilled_at + @etaMs > @at))`,
   );
   const countAll = db.prepare('SELECT COUNT(*) AS n FROM orders');
 
@@ -116,10 +135,14 @@ export function openOrderStore(path: string): OrderStore {
         createdAt: row.created_at,
         fulfilledAt: row.fulfilled_at,
         paymentRef: row.payment_ref,
+        cancelledAt: row.cancelled_at,
       };
     },
     markFulfilled(fulfilment) {
       return fulfil.run(fulfilment).changes === 1;
+    },
+    markCancelled(request) {
+      return cancel.run(request).changes === 1;
     },
     count() {
       return z.object({ n: z.number() }).parse(countAll.get()).n;

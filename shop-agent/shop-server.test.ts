@@ -30,7 +30,9 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-async function harness(options: { clerk?: Clerk; settlement?: 'configured' | 'none' } = {}): Promise<Harness> {
+async function harness(
+  options: { clerk?: Clerk; settlement?: 'configured' | 'none'; now?: () => Date } = {},
+): Promise<Harness> {
   const folder = mkdtempSync(join(tmpdir(), 'shop-server-'));
   cleanup.push(() => rmSync(folder, { recursive: true, force: true }));
   const key = await loadOrCreateMerchantKey(folder);
@@ -45,6 +47,7 @@ async function harness(options: { clerk?: Clerk; settlement?: 'configured' | 'no
     merchantName: 'Test Pizza',
     settlementDid: options.settlement === 'none' ? undefined : settlement.did,
     log: (event, fields) => events.push({ event, fields }),
+    ...(options.now === undefined ? {} : { now: options.now }),
   });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await createShopServer({ shop }).connect(serverSide);
@@ -76,9 +79,10 @@ async function invoiceFor(h: Harness, items: unknown[] = [{ sku: 'large-pepperon
 }
 
 describe('shop MCP server', () => {
-  it('lists exactly the five shop tools and serves the menu', async () => {
+  it('lists exactly the six shop tools and serves the menu', async () => {
     const h = await harness();
     expect((await h.listTools()).sort()).toEqual([
+      'cancel_order',
       'fulfill',
       'get_menu',
       'merchant_card',
@@ -251,6 +255,34 @@ describe('fulfill', () => {
     const again = await h.call('fulfill', { receipt });
     expect(again.isError).toBe(true);
     expect(text(again)).toMatch(/already fulfilled/);
+  });
+
+  it('cancels an order not yet delivered, never ships it after, and refuses a delivered or unknown one', async () => {
+    let now = Date.now();
+    const h = await harness({ now: () => new Date(now) });
+    // Invoiced, not paid: cancelled, and a receipt for it ships nothing.
+    const unpaid = await invoiceFor(h, [{ sku: 'cheese-slice', qty: 1 }]);
+    const unpaidId = decodeJwt(unpaid).jti as string;
+    const cancelled = await h.call('cancel_order', { invoiceId: unpaidId, reason: 'ordered twice' });
+    expect(structured(cancelled)).toMatchObject({ invoiceId: unpaidId, cancelled: true, wasPaid: false });
+    const receipt = await h.settlement.signReceipt(h.settlement.subjectFor(unpaid, { paymentRef: 'pay_u' }));
+    expect((await h.call('fulfill', { receipt })).isError).toBe(true);
+    expect(text(await h.call('cancel_order', { invoiceId: unpaidId }))).toBe(
+      'Not cancelled: this order was already cancelled.',
+    );
+    // Shipped: cancellable until the promised delivery time, not after.
+    const paid = await invoiceFor(h, [{ sku: 'cheese-slice', qty: 1 }]);
+    const paidId = decodeJwt(paid).jti as string;
+    const paidReceipt = await h.settlement.signReceipt(h.settlement.subjectFor(paid, { paymentRef: 'pay_p' }));
+    expect((await h.call('fulfill', { receipt: paidReceipt })).isError).toBeFalsy();
+    now += 30 * 60 * 1000;
+    const late = await h.call('cancel_order', { invoiceId: paidId });
+    expect(late.isError).toBe(true);
+    expect(text(late)).toBe('Not cancelled: this order was already delivered.');
+    expect(h.orders.get(paidId)?.cancelledAt).toBeNull();
+    expect(text(await h.call('cancel_order', { invoiceId: 'nope' }))).toBe(
+      'Not cancelled: this shop has no order nope.',
+    );
   });
 
   it('ships exactly once under concurrent fulfils of the same nonce', async () => {

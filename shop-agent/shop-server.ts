@@ -41,6 +41,13 @@ const FulfillInput = z
   })
   .strict();
 
+const CancelOrderInput = z
+  .object({
+    invoiceId: z.string().min(1).max(200).describe('The invoiceId of the order to cancel.'),
+    reason: z.string().max(300).optional().describe('Optional: why, in a few words, for the shop.'),
+  })
+  .strict();
+
 const NoInput = z.object({}).strict();
 
 /** Dependencies of the MCP adapter: the shop and where unexpected faults are logged. */
@@ -48,7 +55,7 @@ export type ShopServerOptions = { shop: Shop; log?: ShopLog };
 
 /**
  * The shop's MCP server (SPEC §6): `get_menu`, `negotiate`, `request_invoice`, `fulfill`,
- * `merchant_card`. One instance per HTTP request or stdio connection; all instances share the
+ * `cancel_order`, `merchant_card`. One instance per HTTP request or stdio connection; all instances share the
  * same shop, which keeps every order in its store, so no instance holds state of its own.
  */
 export function createShopServer(options: ShopServerOptions): McpServer {
@@ -121,6 +128,15 @@ export function createShopServer(options: ShopServerOptions): McpServer {
       inputSchema: FulfillInput,
     },
     (input) => run('fulfill', () => shop.fulfil(input)),
+  );
+  server.registerTool(
+    'cancel_order',
+    {
+      description:
+        'Cancel an order of this shop that is not delivered yet (by its invoiceId). A delivered or already cancelled order is refused with the reason.',
+      inputSchema: CancelOrderInput,
+    },
+    (input) => run('cancel_order', () => shop.cancel(input)),
   );
   server.registerTool(
     'merchant_card',

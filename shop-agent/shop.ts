@@ -71,6 +71,9 @@ export type IssuedInvoice = { invoice: string; invoiceId: string; terms: Terms; 
 /** A signed fulfilment commitment. */
 export type IssuedCommitment = { commitment: string; invoiceId: string; etaMinutes: number };
 
+/** What `cancel_order` did: the order is cancelled, and whether it had been paid. */
+export type CancelledOrder = { invoiceId: string; cancelled: true; wasPaid: boolean; note: string };
+
 /** The merchant's card: who signs the shop's credentials. */
 export type MerchantCard = { did: string; name: string; didDocument: DidDocument };
 
@@ -89,6 +92,8 @@ export type Shop = {
     currency?: string | undefined;
   }): Promise<ShopOutcome<IssuedInvoice>>;
   fulfil(request: { receipt: string }): Promise<ShopOutcome<IssuedCommitment>>;
+  /** Cancels an order of this shop that is not delivered yet, or says clearly why it cannot. */
+  cancel(request: { invoiceId: string; reason?: string | undefined }): ShopOutcome<CancelledOrder>;
 };
 
 /**
@@ -284,6 +289,40 @@ export function createShop(options: ShopOptions): Shop {
       if (!won) return refuse('Receipt refused: this order was already fulfilled.');
       log('order-fulfilled', { invoiceId: order.nonce, paymentRef: receipt.paymentRef });
       return { ok: true, value: { commitment: signed.jws, invoiceId: order.nonce, etaMinutes: ETA_MINUTES } };
+    },
+
+    cancel(request) {
+      const refuse = (reason: string): ShopOutcome<CancelledOrder> => {
+        log('cancel-refused', { invoiceId: request.invoiceId, reason });
+        return { ok: false, reason };
+      };
+      // 1. An order this shop signed, not cancelled yet.
+      const order = orders.get(request.invoiceId);
+      if (order === undefined) return refuse(`Not cancelled: this shop has no order ${request.invoiceId}.`);
+      if (order.cancelledAt !== null) return refuse('Not cancelled: this order was already cancelled.');
+      // 2. Not delivered: invoiced, or shipped with the promised delivery time still ahead.
+      const at = now().getTime();
+      const etaMs = ETA_MINUTES * 60 * 1000;
+      if (order.status === 'fulfilled' && order.fulfilledAt !== null && order.fulfilledAt + etaMs <= at) {
+        return refuse('Not cancelled: this order was already delivered.');
+      }
+      // 3. Cancelled atomically: a concurrent cancel or a delivery that lands first wins.
+      if (!orders.markCancelled({ nonce: order.nonce, at, etaMs })) {
+        return refuse('Not cancelled: the order changed while cancelling (cancelled or delivered); look again.');
+      }
+      const wasPaid = order.status === 'fulfilled';
+      log('order-cancelled', { invoiceId: order.nonce, wasPaid });
+      return {
+        ok: true,
+        value: {
+          invoiceId: order.nonce,
+          cancelled: true,
+          wasPaid,
+          note: wasPaid
+            ? `The delivery is stopped. The payment ${order.paymentRef ?? ''} is not refunded automatically: the shop refunds it on request.`
+            : 'The invoice will not be fulfilled; nothing was paid.',
+        },
+      };
     },
   };
 }

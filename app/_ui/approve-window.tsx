@@ -2,6 +2,7 @@
 
 import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
 import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
+import { GatedCallCard, type PendingCall } from './gated-call-card';
 import { type PendingApproval, PendingApprovalCard } from './pending-approval-card';
 import { SiteHeader } from './site-header';
 
@@ -50,6 +51,11 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
   const [session, setSession] = useState<Session>();
   const [approvals, setApprovals] = useState<readonly PendingApproval[]>([]);
   const [closed, setClosed] = useState<readonly ClosedRequest[]>([]);
+  const [calls, setCalls] = useState<readonly PendingCall[]>([]);
+  /** Gated calls this window decided, kept on screen with what it did after they leave the pending list. */
+  const [decidedCalls, setDecidedCalls] = useState<
+    readonly { readonly call: PendingCall; readonly outcome: 'approved-here' | 'declined-here' }[]
+  >([]);
   const [notice, setNotice] = useState<string>();
   const [problem, setProblem] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -84,9 +90,12 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
     const refresh = async () => {
       if (inFlight) return;
       inFlight = true;
-      const answer = await call<{ approvals: PendingApproval[] }>(`/api/identity/pending?as=${role}`, {
-        method: 'GET',
-      });
+      const answer = await call<{ approvals: PendingApproval[]; calls?: PendingCall[] }>(
+        `/api/identity/pending?as=${role}`,
+        {
+          method: 'GET',
+        },
+      );
       inFlight = false;
       if (stopped) return;
       if (!answer.ok) {
@@ -114,6 +123,7 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
       }
       shown.current = now;
       setApprovals(now);
+      setCalls(answer.value.calls ?? []);
     };
     void refresh();
     const timer = setInterval(() => void refresh(), 1000);
@@ -196,6 +206,8 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
       shown.current = [];
       setApprovals([]);
       setClosed([]);
+      setCalls([]);
+      setDecidedCalls([]);
       setSession({ signedIn: false });
     });
 
@@ -225,6 +237,37 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
             : approval,
         ),
       );
+    });
+
+  const approveCall = (pending: PendingCall) =>
+    run(async () => {
+      const started = await call<{
+        ceremonyId: string;
+        options: Parameters<typeof startAuthentication>[0]['optionsJSON'];
+      }>(`/api/identity/call-approval/options?as=${role}`, { method: 'POST', body: { requestId: pending.requestId } });
+      if (!started.ok) return setProblem(started.error);
+      let response: Awaited<ReturnType<typeof startAuthentication>>;
+      try {
+        response = await startAuthentication({ optionsJSON: started.value.options });
+      } catch (error) {
+        return setProblem(passkeyProblem(error));
+      }
+      const verified = await call(`/api/identity/call-approval/verify?as=${role}`, {
+        method: 'POST',
+        body: { ceremonyId: started.value.ceremonyId, response },
+      });
+      if (!verified.ok) return setProblem(verified.error);
+      setDecidedCalls((previous) => [{ call: pending, outcome: 'approved-here' }, ...previous]);
+    });
+
+  const declineCall = (pending: PendingCall) =>
+    run(async () => {
+      const answer = await call(`/api/identity/call-decline?as=${role}`, {
+        method: 'POST',
+        body: { requestId: pending.requestId },
+      });
+      if (!answer.ok) return setProblem(answer.error);
+      setDecidedCalls((previous) => [{ call: pending, outcome: 'declined-here' }, ...previous]);
     });
 
   const decline = (approvalId: string) =>
@@ -325,7 +368,7 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
             <h2 id="waiting-title" className="sr-only">
               Orders waiting for you
             </h2>
-            {approvals.length === 0 && (
+            {approvals.length === 0 && calls.length === 0 && decidedCalls.length === 0 && (
               <p
                 role="status"
                 className="rounded-xl border border-dashed border-slate-300 p-6 text-center text-slate-600"
@@ -334,6 +377,27 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
               </p>
             )}
             <div className="space-y-4">
+              {calls
+                .filter((pending) => !decidedCalls.some((decided) => decided.call.requestId === pending.requestId))
+                .map((pending) => (
+                  <GatedCallCard
+                    key={pending.requestId}
+                    call={pending}
+                    role={role}
+                    busy={busy}
+                    onApprove={() => void approveCall(pending)}
+                    onDecline={() => void declineCall(pending)}
+                  />
+                ))}
+              {decidedCalls.map(({ call: decided, outcome }) => (
+                <GatedCallCard
+                  key={`decided-${decided.requestId}`}
+                  call={decided}
+                  role={role}
+                  busy={busy}
+                  outcome={outcome}
+                />
+              ))}
               {approvals.map((approval) => (
                 <PendingApprovalCard
                   key={approval.approvalId}

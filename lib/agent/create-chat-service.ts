@@ -175,6 +175,7 @@ export function createChatService(options: ChatServiceOptions): ChatService {
       emit: emit(sessionId),
       signal,
       approvals: runtime.identity.approvals,
+      callApprovals: runtime.identity.callApprovals,
       events: runtime.events,
       merchantDid: runtime.merchant?.did,
     };

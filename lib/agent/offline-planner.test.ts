@@ -20,6 +20,8 @@ describe('parseIntent', () => {
       { kind: 'order', items: [{ qty: 1, flavor: 'cheese', size: 'slice' }], deliverTo: '12 Main St' },
     ],
     ['a large pepperoni', { kind: 'order', items: [{ qty: 1, flavor: 'pepperoni', size: 'large' }] }],
+    ['cancel my order', { kind: 'cancel' }],
+    ['please cancel the large pepperoni', { kind: 'cancel' }],
     ['two small cheese', { kind: 'order', items: [{ qty: 2, flavor: 'cheese', size: 'small' }] }],
     ['twenty large supremes', { kind: 'order', items: [{ qty: 20, flavor: 'supreme', size: 'large' }] }],
     [

@@ -19,6 +19,7 @@ export type Intent =
   | { readonly kind: 'order'; readonly items: readonly SpokenItem[]; readonly deliverTo?: string }
   | { readonly kind: 'discount'; readonly items: readonly SpokenItem[]; readonly deliverTo?: string }
   | { readonly kind: 'order-again'; readonly deliverTo?: string }
+  | { readonly kind: 'cancel' }
   | { readonly kind: 'attack'; readonly move: string }
   | { readonly kind: 'help' };
 
@@ -80,6 +81,7 @@ export function parseIntent(text: string): Intent {
   const rest = address === null ? trimmed : trimmed.slice(0, address.index);
   const items = spokenItems(rest);
   const withAddress = deliverTo === undefined ? {} : { deliverTo };
+  if (/\bcancel\b/i.test(rest)) return { kind: 'cancel' };
   if (/\bdiscount|\bdeal\b|\bcheaper\b/i.test(rest)) return { kind: 'discount', items, ...withAddress };
   if (/\bagain\b|\bsame\b|\breorder\b/i.test(rest)) return { kind: 'order-again', ...withAddress };
   if (items.length > 0) return { kind: 'order', items, ...withAddress };
@@ -151,7 +153,7 @@ export async function runOfflineTurn(
   switch (intent.kind) {
     case 'help':
       await say(
-        'I can show the menu, order for you ("a cheese slice to 12 Main St", "two small cheese", "a large pepperoni"), ask the shop for a discount, or order again. To see how the household refuses hostile moves, type /attack.',
+        'I can show the menu, order for you ("a cheese slice to 12 Main St", "two small cheese", "a large pepperoni"), ask the shop for a discount, order again, or cancel the order. To see how the household refuses hostile moves, type /attack.',
       );
       return 'done';
     case 'attack':
@@ -173,6 +175,8 @@ export async function runOfflineTurn(
     }
     case 'discount':
       return negotiate(context, intent.items, intent.deliverTo, say);
+    case 'cancel':
+      return cancelOrder(context, say);
     case 'order-again': {
       const last = context.session.lastOrder;
       if (last === undefined) {
@@ -308,6 +312,7 @@ async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promis
   }
   const invoice = invoiced.json.invoice;
   const invoiceId = String(invoiced.json.invoiceId ?? '');
+  context.session.lastInvoiceId = invoiceId;
   const terms = invoiced.json.terms as { totalCents?: unknown } | undefined;
   const totalCents = typeof terms?.totalCents === 'number' ? terms.totalCents : 0;
   await say(`The shop signed an invoice for ${dollars(totalCents)}. Asking the household to approve it.`);
@@ -360,6 +365,64 @@ async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promis
     `Paid ${dollars(totalCents)} (payment ${paymentRef}). The shop signed its commitment to deliver${where ? ` to ${where}` : ''}${eta === undefined ? '' : ` in about ${eta} minutes`}.${recorded.isError ? ` (The commitment could not be recorded: ${recorded.text})` : ''}`,
   );
   return 'done';
+}
+
+/**
+ * "Cancel my order": the shop's `cancel_order` for this chat's last invoice. The household gates it
+ * by `approval_required`: the first call is refused naming the approval request, the loop (not the
+ * model) waits for the decision as it does for a payment, then makes the same call once more.
+ */
+async function cancelOrder(context: TurnContext, say: Say): Promise<TurnEnd> {
+  const invoiceId = context.session.lastInvoiceId;
+  if (invoiceId === undefined) {
+    await say('There is no order in this chat to cancel.');
+    return 'done';
+  }
+  const args = { invoiceId };
+  const first = await searchAndCall(context, 'pizza__cancel_order', 'cancel order', args);
+  const needed = approvalNeeded(first);
+  if (needed === undefined) {
+    await say(first.isError ? `The order was not cancelled: ${first.text}` : cancelledText(first));
+    return 'done';
+  }
+  if (context.callApprovals === undefined) {
+    await say(`${first.text}`);
+    return 'done';
+  }
+  await say(
+    `Cancelling needs ${needed.waitingFor.map((role) => `the ${role}'s passkey in the ${role} window`).join(' and ')}. Waiting.`,
+  );
+  for (;;) {
+    const outcome = await context.callApprovals.wait({
+      requestId: needed.requestId,
+      timeoutMs: 60_000,
+      signal: context.signal,
+    });
+    if (context.signal.aborted) return 'done';
+    if (outcome.status === 'pending') continue;
+    if (outcome.status === 'declined' || outcome.status === 'expired') {
+      await say(`The order was not cancelled: ${outcome.reason}.`);
+      return 'done';
+    }
+    break;
+  }
+  const second = await searchAndCall(context, 'pizza__cancel_order', 'cancel order', args);
+  await say(second.isError ? `The order was not cancelled: ${second.text}` : cancelledText(second));
+  return 'done';
+}
+
+/** The approval request a refused gated call names, if that is why it was refused. */
+function approvalNeeded(outcome: ToolOutcome): { requestId: string; waitingFor: readonly string[] } | undefined {
+  const detail = (outcome.result.structuredContent as { approvalRequired?: unknown } | undefined)?.approvalRequired;
+  if (typeof detail !== 'object' || detail === null) return undefined;
+  const { requestId, waitingFor } = detail as { requestId?: unknown; waitingFor?: unknown };
+  if (typeof requestId !== 'string' || !Array.isArray(waitingFor)) return undefined;
+  return { requestId, waitingFor: waitingFor.filter((role): role is string => typeof role === 'string') };
+}
+
+function cancelledText(outcome: ToolOutcome): string {
+  const note = typeof outcome.json?.note === 'string' ? ` ${outcome.json.note}` : '';
+  return `The order is cancelled.${note}`;
 }
 
 function invoicedMerchant(invoiced: ToolOutcome): string {

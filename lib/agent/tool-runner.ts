@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import type { Approvals, Role, WaitOutcome } from '../../identity/index';
+import type { Approvals, CallApprovals, Role, WaitOutcome } from '../../identity/index';
 import type { EventBus } from '../events';
 import { invoiceTerms, jsonOf, textOf } from './invoice-terms';
 import type { McpSession } from './mcp-session';
@@ -19,6 +19,8 @@ export interface ChatSessionState {
   readonly mcp: McpSession;
   /** The last signed invoice's lines and address, or the clerk's last proposal. */
   lastOrder?: QuotedOrder;
+  /** The id of the last invoice the shop signed in this chat: what "cancel my order" cancels. */
+  lastInvoiceId?: string;
   readonly approveUrls: Map<string, Readonly<Partial<Record<Role, string>>>>;
   readonly invoiceApprovals: Map<string, string>;
   readonly payments: Map<string, { readonly paymentRef: string; readonly amountCents: number }>;
@@ -32,6 +34,8 @@ export interface TurnContext {
   readonly emit: (body: ChatEventBody) => Promise<ChatEvent>;
   readonly signal: AbortSignal;
   readonly approvals: Pick<Approvals, 'get' | 'wait'>;
+  /** Gated non-payment calls (`approval_required`): the loop waits on them as on a payment's approval. */
+  readonly callApprovals?: Pick<CallApprovals, 'wait'>;
   readonly events: Pick<EventBus, 'subscribe'>;
   /** The merchant the household pinned: an invoice from anyone else is not shown as an order. */
   readonly merchantDid: string | undefined;

@@ -1,6 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { CredentialLookup } from '../credentials/credentialed-fetch';
 import { type AccessControlOptions, accessControl, accessPredicate } from '../filters/access-control';
+import { type ApprovalRequiredOptions, approvalRequired } from '../filters/approval-required';
 import { type LoadControlOptions, loadControl } from '../filters/load-control';
 import type { LoadResolver } from '../filters/safe-load';
 import { similarityThreshold } from '../filters/similarity-threshold';
@@ -74,6 +75,11 @@ export interface GatewayOptions {
   readonly loadControl?: LoadControlOptions;
   /** The `rego_policy` filter, when configured (runs after the discovery gate). */
   readonly regoPolicy?: CallFilter;
+  /**
+   * `filters.approval_required` (docs/human-authority.md): runs after the extra call filters, so
+   * the hash is over the arguments as they are forwarded. Without a gate every matching call is refused.
+   */
+  readonly approvalRequired?: ApprovalRequiredOptions;
   readonly extraSearchFilters?: readonly SearchFilter[];
   readonly extraCallFilters?: readonly CallFilter[];
   readonly extraResponseFilters?: readonly ResponseFilter[];
@@ -126,7 +132,7 @@ export interface GatewayOptions {
 /** The filter settings a reload may change (SPEC §3.1 `filters`): everything else is fixed at start. */
 export type FilterOptions = Pick<
   GatewayOptions,
-  'similarityThreshold' | 'accessControl' | 'loadControl' | 'regoPolicy'
+  'similarityThreshold' | 'accessControl' | 'loadControl' | 'regoPolicy' | 'approvalRequired'
 >;
 
 /** A new configuration for a running gateway (SIGHUP): the operator's servers and filters. */
@@ -254,6 +260,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
         discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
         ...(options.extraCallFilters ?? []),
+        ...(filters.approvalRequired ? [approvalRequired(filters.approvalRequired)] : []),
         ...(governance
           ? [
               bundleRouter({

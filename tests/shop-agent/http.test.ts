@@ -86,7 +86,7 @@ async function menuAndNegotiation(client: ToolCaller): Promise<{ items: number; 
   return { items: menu.items.length, totalCents: negotiation.proposal.totalCents };
 }
 
-const SHOP_TOOLS = ['fulfill', 'get_menu', 'merchant_card', 'negotiate', 'request_invoice'];
+const SHOP_TOOLS = ['cancel_order', 'fulfill', 'get_menu', 'merchant_card', 'negotiate', 'request_invoice'];
 
 describe('shop agent over Streamable HTTP (child process)', () => {
   it('serves menu, negotiate, invoice and fulfil', async () => {

@@ -45,7 +45,7 @@ function freshDataDir(): string {
   return dataDir;
 }
 
-const SHOP_TOOLS = ['fulfill', 'get_menu', 'merchant_card', 'negotiate', 'request_invoice'];
+const SHOP_TOOLS = ['cancel_order', 'fulfill', 'get_menu', 'merchant_card', 'negotiate', 'request_invoice'];
 const NEGOTIATE = { message: 'a deal?', items: [{ sku: 'large-pepperoni', qty: 2 }] };
 
 describe('shop agent over stdio (child process)', () => {
