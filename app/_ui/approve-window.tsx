@@ -61,6 +61,8 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
   const [busy, setBusy] = useState(false);
   const [code, setCode] = useState('');
   const declinedHere = useRef(new Set<string>());
+  // Approved in this window: the snapshot the poll compares against may predate the approval.
+  const approvedHere = useRef(new Set<string>());
   const shown = useRef<readonly PendingApproval[]>([]);
 
   const loadSession = useCallback(async () => {
@@ -110,7 +112,9 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
           ...left
             // A request this window approved and that is no longer waiting is done: the card leaves.
             .filter(
-              (approval) => declinedHere.current.has(approval.approvalId) || !approval.approvedRoles.includes(role),
+              (approval) =>
+                declinedHere.current.has(approval.approvalId) ||
+                !(approval.approvedRoles.includes(role) || approvedHere.current.has(approval.approvalId)),
             )
             .map(
               (approval): ClosedRequest => ({
@@ -229,6 +233,7 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
         body: { ceremonyId: started.value.ceremonyId, response },
       });
       if (!verified.ok) return setProblem(verified.error);
+      approvedHere.current.add(approvalId);
       setNotice('Approved ✓ — your signed approval was sent.');
       setApprovals((current) =>
         current.map((approval) =>

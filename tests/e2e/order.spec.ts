@@ -75,6 +75,8 @@ describe('the Order Pizza flow in Chromium', () => {
       .getByText(/30 minutes/)
       .waitFor();
     await screenshot(chat, 'chat-order-complete');
+    // Approved here and settled: the card leaves, never to say it was declined or expired.
+    await child.getByRole('article', { name: /Order from Main Street Pizza/ }).waitFor({ state: 'detached' });
   });
 
   it('a large pepperoni: the child alone is not enough; after both approve it completes by itself', async () => {
