@@ -9,11 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hashEnrollmentCode } from '../../identity/enrollment-codes';
 import {
   createApprovals,
   createPasskeys,
-  hashSessionToken,
   type IdentityStore,
   type IssuedEnrollmentCode,
   issueEnrollmentCodes,

@@ -15,12 +15,12 @@ import {
   ElicitRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanupStack, startedGateway } from '../../tests/gateway/support';
-import { textOf } from '../../tests/proxy/helpers';
-import type { LocalTool } from '../gateway/create-gateway';
-import { serveHttp } from '../http/serve-http';
-import { memorySpentLedger } from '../store/spent-ledger';
-import { createInputRounds } from './input-rounds';
+import type { LocalTool } from '../../proxy/gateway/create-gateway';
+import { serveHttp } from '../../proxy/http/serve-http';
+import { createInputRounds } from '../../proxy/meta-tools/input-rounds';
+import { memorySpentLedger } from '../../proxy/store/spent-ledger';
+import { textOf } from '../proxy/helpers';
+import { cleanupStack, startedGateway } from './support';
 
 const cleanups = cleanupStack();
 afterEach(() => cleanups.run());
