@@ -1,7 +1,7 @@
 import { type ApprovedCall, callHashOf } from '../proxy/index';
-import type { PasskeyAssertion } from './credentials';
 import type { Role } from './store';
 import type { VerifiedCredential } from './verify-credential';
+import { verifyMemberPasskey } from './verify-member-passkey';
 import type { ApprovalContext } from './verify-order-approval';
 
 /** One approver's evidence for one gated call: the `CallApproval` and the admin credentials it rests on. */
@@ -57,59 +57,18 @@ export async function verifyCallApproval(
   }
   if (subject.callHash !== callHash) return refuse('it approves other arguments than this call has');
 
-  // 3. The member holds the role: a membership the admin signed, naming that DID and role.
-  const membership = await context.verifyCredential(evidence.membership, {
-    type: 'FamilyMembership',
-    issuer: adminDid,
-    now,
-  });
-  if (!membership.verified) return refuse(membership.reason);
-  if (membership.credential.sub !== member) return refuse('the membership is for another member');
-  if (membership.credential.subject.role !== evidence.role) return refuse(`the member is not the ${evidence.role}`);
-  if (membership.credential.subject.household !== adminDid) return refuse('the membership is of another household');
-
-  // 4. The passkey: an enrollment the admin signed for that member, role and credential id.
-  const passkey = subject.passkey as Partial<PasskeyAssertion> | undefined;
-  if (!isAssertion(passkey)) return refuse('it carries no passkey assertion');
-  const enrollment = await context.verifyCredential(evidence.enrollment, {
-    type: 'PasskeyEnrollment',
-    issuer: adminDid,
-    now,
-  });
-  if (!enrollment.verified) return refuse(enrollment.reason);
-  const enrolled = enrollment.credential.subject;
-  if (enrollment.credential.sub !== member || enrolled.role !== evidence.role) {
-    return refuse('the passkey is enrolled for another member');
-  }
-  if (enrolled.credentialId !== passkey.credentialId) return refuse('the passkey is not the enrolled one');
-  if (!isJwk(enrolled.publicKeyJwk)) return refuse('the enrollment carries no passkey key');
-
-  // 5. The human's passkey signed this call's hash, on the household's origin.
-  const assertion = await context.verifyAssertion(passkey, {
-    challenge: callHash,
-    origin: context.webauthn.origin,
-    rpId: context.webauthn.rpId,
-    publicKeyJwk: enrolled.publicKeyJwk,
-  });
-  if (!assertion.verified) return refuse(assertion.reason);
+  // 3–5. The member's role, the enrolled passkey, and the human's signature over this hash.
+  const problem = await verifyMemberPasskey(
+    {
+      member,
+      role: evidence.role,
+      membership: evidence.membership,
+      enrollment: evidence.enrollment,
+      passkey: subject.passkey,
+      challenge: callHash,
+    },
+    context,
+  );
+  if (problem !== undefined) return refuse(problem);
   return { verified: true, approval: approval.credential };
-}
-
-function isAssertion(value: Partial<PasskeyAssertion> | undefined): value is PasskeyAssertion {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    ['credentialId', 'authenticatorData', 'clientDataJSON', 'signature'].every(
-      (field) => typeof value[field as keyof PasskeyAssertion] === 'string',
-    )
-  );
-}
-
-function isJwk(value: unknown): value is Record<string, string> {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    Object.values(value).every((field) => typeof field === 'string') &&
-    (value as Record<string, string>).kty === 'EC'
-  );
 }

@@ -33,7 +33,7 @@ const statusSchema = z.enum([
 ]) satisfies z.ZodType<ApprovalStatus>;
 
 /** A TEXT column holding JSON this store wrote, decoded and checked against `schema`. */
-function jsonColumn<T extends z.ZodType>(schema: T) {
+export function jsonColumn<T extends z.ZodType>(schema: T) {
   return z
     .string()
     .transform((text, context) => {

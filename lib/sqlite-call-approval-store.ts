@@ -5,10 +5,9 @@ import {
   type CallApprovalStatus,
   type CallApprovalStore,
   IdentityError,
-  type Role,
 } from '../identity/index';
+import { jsonColumn, roleSchema } from './identity-rows';
 
-const roleSchema = z.enum(['child', 'parent']) satisfies z.ZodType<Role>;
 const statusSchema = z.enum([
   'pending',
   'approved',
@@ -16,21 +15,6 @@ const statusSchema = z.enum([
   'expired',
   'used',
 ]) satisfies z.ZodType<CallApprovalStatus>;
-
-/** A TEXT column holding JSON this store wrote, decoded and checked against `schema`. */
-function jsonColumn<T extends z.ZodType>(schema: T) {
-  return z
-    .string()
-    .transform((text, context) => {
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        context.addIssue({ code: 'custom', message: 'column is not JSON' });
-        return z.NEVER;
-      }
-    })
-    .pipe(schema);
-}
 
 const row = z.object({
   request_id: z.string(),
