@@ -14,6 +14,7 @@ import {
   pinStoreMigrations,
 } from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
+import { createSqliteTurnLeaseStore, type TurnLeaseStore, turnLeaseMigrations } from './agent/turn-leases';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
@@ -44,6 +45,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   limits: requestLimitMigrations,
   // Approval requests for gated non-payment calls (docs/human-authority.md), apart from `approvals`.
   'call-approvals': callApprovalMigrations,
+  // Who runs each chat turn, so another instance finishes an order whose instance died (docs/scale-out.md).
+  'turn-leases': turnLeaseMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -77,6 +80,8 @@ export interface HouseholdStore {
   readonly pins: PinStore;
   /** Requests for a person's passkey yes to one gated non-payment call (docs/human-authority.md). */
   readonly callApprovals: CallApprovalStore;
+  /** Chat turns' leases: a turn whose instance died is taken over by another (docs/scale-out.md). */
+  readonly turnLeases: TurnLeaseStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -112,6 +117,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       limits: createSqliteRequestLimitStore(opened),
       pins: createSqlitePinStore(opened),
       callApprovals: createSqliteCallApprovalStore(opened),
+      turnLeases: createSqliteTurnLeaseStore(opened),
       close: () => {
         opened.close();
       },

@@ -41,6 +41,7 @@ describe('openOrderStore', () => {
       status: 'invoiced',
       fulfilledAt: null,
       paymentRef: null,
+      commitment: null,
       cancelledAt: null,
     });
     expect(reopened.get('urn:uuid:2')).toBeUndefined();

@@ -17,6 +17,8 @@ export type StoredOrder = {
   createdAt: number;
   fulfilledAt: number | null;
   paymentRef: string | null;
+  /** The signed commitment to deliver, once fulfilled: what a fulfilment asked again returns. */
+  commitment: string | null;
   /** When the household cancelled it (`cancel_order`); a cancelled order is never fulfilled. */
   cancelledAt: number | null;
 };
@@ -62,6 +64,7 @@ const Row = z.object({
   created_at: z.number().int(),
   fulfilled_at: z.number().int().nullable(),
   payment_ref: z.string().nullable(),
+  commitment: z.string().nullable(),
   cancelled_at: z.number().int().nullable(),
 });
 
@@ -101,7 +104,7 @@ export function openOrderStore(path: string): OrderStore {
      VALUES (@nonce, @invoice, @totalCents, @currency, @deliverTo, @items, 'invoiced', @createdAt)`,
   );
   const select = db.prepare(
-    'SELECT nonce, invoice, total_cents, currency, deliver_to, items, status, created_at, fulfilled_at, payment_ref, cancelled_at FROM orders WHERE nonce = ?',
+    'SELECT nonce, invoice, total_cents, currency, deliver_to, items, status, created_at, fulfilled_at, payment_ref, commitment, cancelled_at FROM orders WHERE nonce = ?',
   );
   // The status guard in WHERE makes check-and-set one statement: atomic, even across processes.
   const fulfil = db.prepare(
@@ -135,6 +138,7 @@ export function openOrderStore(path: string): OrderStore {
         createdAt: row.created_at,
         fulfilledAt: row.fulfilled_at,
         paymentRef: row.payment_ref,
+        commitment: row.commitment,
         cancelledAt: row.cancelled_at,
       };
     },

@@ -3,7 +3,7 @@ import type { Clerk } from './clerk.js';
 import { type DidDocument, didDocument } from './did-document.js';
 import type { MerchantKey } from './key-store.js';
 import { MENU, type MenuItem } from './menu.js';
-import type { OrderStore } from './order-store.js';
+import type { OrderStore, StoredOrder } from './order-store.js';
 import {
   CURRENCY,
   checkPolicyFloor,
@@ -227,6 +227,15 @@ export function createShop(options: ShopOptions): Shop {
         log('fulfilment-refused', { reason });
         return { ok: false, reason };
       };
+      // An order already moved: its stored commitment again for the payment that shipped it, else refused.
+      const repeated = (stored: StoredOrder, paymentRef: string): ShopOutcome<IssuedCommitment> => {
+        if (stored.cancelledAt !== null) return refuse('Receipt refused: this order was cancelled.');
+        if (stored.status !== 'fulfilled' || stored.commitment === null || stored.paymentRef !== paymentRef) {
+          return refuse('Receipt refused: this order was already fulfilled.');
+        }
+        log('fulfilment-repeated', { invoiceId: stored.nonce, paymentRef });
+        return { ok: true, value: { commitment: stored.commitment, invoiceId: stored.nonce, etaMinutes: ETA_MINUTES } };
+      };
       // Step 1: without a configured settlement DID nobody can be trusted to say "paid".
       if (options.settlementDid === undefined) {
         return refuse(
@@ -243,11 +252,16 @@ export function createShop(options: ShopOptions): Shop {
       // Step 4: for a nonce this shop issued.
       const order = orders.get(receipt.invoiceId);
       if (order === undefined) return refuse('Receipt refused: this shop never issued that invoice.');
-      // Step 5: not fulfilled yet (re-checked atomically in step 10).
-      if (order.status !== 'invoiced') return refuse('Receipt refused: this order was already fulfilled.');
-      // Step 6: the invoice being fulfilled is still within its own exp (SPEC §5.2): an expired
-      // invoice's terms bind nobody, whatever a receipt says. The stored bytes are the shop's own.
-      const invoiceWindow = invoiceTimeClaims(order.invoice, at);
+      // Step 5: not fulfilled yet (re-checked atomically in step 10), unless by this very payment:
+      // a fulfilment asked again (a retry, a turn taken over by another instance) gets the stored
+      // commitment back and ships nothing more (SPEC §10.10).
+      if (order.status !== 'invoiced') return repeated(order, receipt.paymentRef);
+      // Step 6: the invoice was within its own window (SPEC §5.2) when it was paid: an expired
+      // invoice's terms bind nobody, so the payment must have been made inside them. The receipt's
+      // `iat` is the payment's time (settlement issues it as the rail answers); a paid order is
+      // fulfilled even once the offer has since expired. The stored bytes are the shop's own.
+      const paidAt = new Date(Math.min(verification.issuedAt.getTime(), at.getTime()));
+      const invoiceWindow = invoiceTimeClaims(order.invoice, paidAt);
       if (!invoiceWindow.ok) {
         return refuse(
           `Receipt refused: the invoice it pays has expired or is not usable (${invoiceWindow.reason}); request a new invoice.`,
@@ -286,7 +300,12 @@ export function createShop(options: ShopOptions): Shop {
         commitment: signed.jws,
         fulfilledAt: at.getTime(),
       });
-      if (!won) return refuse('Receipt refused: this order was already fulfilled.');
+      if (!won) {
+        const now = orders.get(order.nonce);
+        return now === undefined
+          ? refuse('Receipt refused: this order was already fulfilled.')
+          : repeated(now, receipt.paymentRef);
+      }
       log('order-fulfilled', { invoiceId: order.nonce, paymentRef: receipt.paymentRef });
       return { ok: true, value: { commitment: signed.jws, invoiceId: order.nonce, etaMinutes: ETA_MINUTES } };
     },

@@ -18,11 +18,17 @@ export const ReceiptSubject = z.object({
 /** A verified receipt's subject. */
 export type ReceiptSubject = z.infer<typeof ReceiptSubject>;
 
-/** The verdict on a receipt: its verified subject, or why it was not accepted. */
-export type ReceiptVerification = { verified: true; subject: ReceiptSubject } | { verified: false; reason: string };
+/**
+ * The verdict on a receipt: its verified subject and when the settlement service issued it (its
+ * `iat`: the payment's time), or why it was not accepted.
+ */
+export type ReceiptVerification =
+  | { verified: true; subject: ReceiptSubject; issuedAt: Date }
+  | { verified: false; reason: string };
 
 const ReceiptClaims = z.object({
   iss: z.string(),
+  iat: z.number(),
   vc: z.object({
     type: z.array(z.string()).refine((types) => types.includes('PaymentReceipt'), 'not a PaymentReceipt'),
     credentialSubject: ReceiptSubject,
@@ -78,5 +84,5 @@ export async function verifyReceipt(
   if (subject.status !== 'succeeded') {
     return { verified: false, reason: `the receipt's payment status is "${subject.status}", not "succeeded"` };
   }
-  return { verified: true, subject };
+  return { verified: true, subject, issuedAt: new Date(claims.data.iat * 1000) };
 }

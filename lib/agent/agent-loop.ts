@@ -91,6 +91,8 @@ async function rounds(context: TurnContext, tools: Tool[], options: ClaudeTurnOp
         !outcome.isError &&
         typeof approvalId === 'string'
       ) {
+        // Waiting on the household: if this instance dies, another finishes the order without the model.
+        await context.resumable?.({ kind: 'order', approvalId });
         const decision = await awaitApproval(context, approvalId);
         content.push({
           type: 'text',
@@ -98,6 +100,9 @@ async function rounds(context: TurnContext, tools: Tool[], options: ClaudeTurnOp
             decision.status === 'approved' ? '' : `\n${decisionMessage(decision)}`
           }`,
         });
+      }
+      if (use.name === 'call_tool' && args.tool_name === 'record_fulfillment' && !outcome.isError) {
+        await context.resumable?.(null);
       }
       // A gated call (approval_required): the loop waits for the person, then tells the model to call again.
       const gated = (outcome.result.structuredContent as { approvalRequired?: { requestId?: unknown } } | undefined)

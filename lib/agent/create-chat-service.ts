@@ -9,8 +9,9 @@ import { ChatError } from './chat-error';
 import { createChatLog } from './chat-log';
 import { type ChatStore, createMemoryChatStore } from './chat-store';
 import { type McpSession, openMcpSession } from './mcp-session';
-import { runOfflineTurn, type TurnEnd } from './offline-planner';
+import { resumeOrder, runOfflineTurn, type TurnEnd } from './offline-planner';
 import type { ChatSessionState, TurnContext } from './tool-runner';
+import { createMemoryTurnLeaseStore, type ResumePoint, type TurnLeaseStore } from './turn-leases';
 import type { ChatEventBody, ChatService, PlannerInfo } from './types';
 
 /** Options of {@link createChatService}. */
@@ -29,6 +30,13 @@ export interface ChatServiceOptions {
    * store and it reopens on its next use with a fresh discovery gate, as after a restart.
    */
   readonly maxLiveSessions?: number;
+  /**
+   * Who runs each turn (docs/scale-out.md, turn leases); default in memory, for one instance alone.
+   * The app passes the household store's, so a turn whose instance died is finished by another.
+   */
+  readonly leases?: TurnLeaseStore;
+  /** How long a turn's lease lasts unrenewed (default 10 s); it is renewed every third of that while the turn runs. */
+  readonly turnLeaseMs?: number;
   readonly clock?: () => Date;
   /** Where unexpected faults of a background turn are reported (the chat shows a short message). */
   readonly onError?: (error: unknown) => void;
@@ -36,6 +44,15 @@ export interface ChatServiceOptions {
 
 /** Longest message a person may send. */
 const maxMessageLength = 4_000;
+
+/** Default lease of a running turn. */
+const defaultTurnLeaseMs = 10_000;
+
+/** Most orphaned turns one sweep takes over. */
+const takeoversPerSweep = 16;
+
+/** Why a message cannot start a turn now. */
+const busy = 'The agent is still working on the previous message; wait for it to finish (or answer its form).';
 
 /** An elicitation form waiting for its human. */
 interface PendingForm {
@@ -74,6 +91,12 @@ export function createChatService(options: ChatServiceOptions): ChatService {
         });
   const planner: PlannerInfo = claude === undefined ? { kind: 'offline' } : { kind: 'claude', model };
   const maxLiveSessions = options.maxLiveSessions ?? 256;
+  const leases = options.leases ?? createMemoryTurnLeaseStore();
+  const turnLeaseMs = options.turnLeaseMs ?? defaultTurnLeaseMs;
+  // This instance, as lease owner: a fresh id per process, so a restart is a successor like any other.
+  const owner = randomUUID();
+  const now = () => (options.clock?.() ?? new Date()).getTime();
+  const lease = (sessionId: string) => ({ sessionId, owner, now: now(), ttlMs: turnLeaseMs });
   // Insertion order is recency: every use moves a session to the end, so the first idle one is the least recent.
   const live = new Map<string, Promise<LiveSession>>();
   let closed = false;
@@ -163,31 +186,104 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     }
   }
 
+  /** What a turn does, given its context: the planner on a message, or the continuation of a dead turn's order. */
+  type Plan = (context: TurnContext) => Promise<TurnEnd>;
+
+  /** The planner's answer to a message the person sent in a session (Claude keeps its history there). */
+  function planFor(text: string, live: LiveSession): Plan {
+    return (context) => {
+      // Attack-console moves are scripted, whichever planner is active: each runs in a fresh MCP session on the proxy.
+      const attack = (move: string) =>
+        runAttack(context, move, { gateway: runtime.gateway, approvals: runtime.identity.store.identity.approvals });
+      return claude === undefined || /^\/attack\b/i.test(text)
+        ? runOfflineTurn(context, text, { attack })
+        : runClaudeTurn(context, text, { client: claude, model, maxToolRounds, history: live.history });
+    };
+  }
+
+  /**
+   * Starts a turn on a session whose lease this instance has just taken (docs/scale-out.md): renews
+   * the lease every third of its length while the turn runs, and aborts the turn when another
+   * instance took it over. At the end the lease is freed before the session is: a turn that ends
+   * while it could still be resumed elsewhere (this service closing mid-order) leaves the lease to
+   * expire, so a successor (another instance, or this one restarted) finishes the order.
+   */
+  function startTurn(
+    sessionId: string,
+    live: LiveSession,
+    controller: AbortController,
+    plan: Plan,
+    how: { readonly before?: () => Promise<unknown>; readonly resume?: ResumePoint } = {},
+  ): void {
+    let resume = how.resume;
+    let lost = false;
+    const renewal = setInterval(
+      () => {
+        leases.renew(lease(sessionId)).then(
+          (held) => {
+            if (held) return;
+            lost = true;
+            controller.abort();
+          },
+          (error: unknown) => options.onError?.(error),
+        );
+      },
+      Math.max(1, Math.floor(turnLeaseMs / 3)),
+    );
+    renewal.unref();
+    const handedOver = () => lost || (closed && resume !== undefined);
+    let released: Promise<void> | undefined;
+    const release = () => {
+      released ??= (async () => {
+        clearInterval(renewal);
+        if (!handedOver()) await leases.release(sessionId, owner).catch((error: unknown) => options.onError?.(error));
+        live.turn = undefined;
+      })();
+      return released;
+    };
+    const resumable = async (point: ResumePoint | null) => {
+      resume = point ?? undefined;
+      if (!(await leases.mark({ sessionId, owner, resume: point }))) {
+        lost = true;
+        controller.abort();
+        controller.signal.throwIfAborted();
+      }
+    };
+    const started = (async () => {
+      await how.before?.();
+      await runTurn(sessionId, live, { plan, signal: controller.signal, release, handedOver, resumable });
+    })();
+    const done = started.catch((error: unknown) => options.onError?.(error)).finally(release);
+    live.turn = { controller, done };
+  }
+
   /** Runs one turn; `release` frees the session for the next message just before 'turn-ended' is logged. */
   async function runTurn(
     sessionId: string,
-    session: LiveSession,
-    turn: { readonly text: string; readonly signal: AbortSignal; readonly release: () => void },
+    live: LiveSession,
+    turn: {
+      readonly plan: Plan;
+      readonly signal: AbortSignal;
+      readonly release: () => Promise<void>;
+      /** True when the turn goes on elsewhere: it logs no end of its own. */
+      readonly handedOver: () => boolean;
+      readonly resumable: (point: ResumePoint | null) => Promise<void>;
+    },
   ): Promise<void> {
-    const { text, signal } = turn;
+    const { signal } = turn;
     const context: TurnContext = {
-      session: session.state,
+      session: live.state,
       emit: emit(sessionId),
       signal,
       approvals: runtime.identity.approvals,
       callApprovals: runtime.identity.callApprovals,
       events: runtime.events,
       merchantDid: runtime.merchant?.did,
+      resumable: turn.resumable,
     };
     let end: TurnEnd = 'error';
     try {
-      // Attack-console moves are scripted, whichever planner is active: each runs in a fresh MCP session on the proxy.
-      const attack = (move: string) =>
-        runAttack(context, move, { gateway: runtime.gateway, approvals: runtime.identity.store.identity.approvals });
-      end =
-        claude === undefined || /^\/attack\b/i.test(text)
-          ? await runOfflineTurn(context, text, { attack })
-          : await runClaudeTurn(context, text, { client: claude, model, maxToolRounds, history: session.history });
+      end = await turn.plan(context);
     } catch (error) {
       if (!signal.aborted) {
         options.onError?.(error);
@@ -195,10 +291,76 @@ export function createChatService(options: ChatServiceOptions): ChatService {
       }
     } finally {
       // Freed first: a page that sees 'turn-ended' may send the next message at once.
-      turn.release();
-      await context.emit({ type: 'turn-ended', reason: end }).catch((error: unknown) => options.onError?.(error));
+      await turn.release();
+      if (!turn.handedOver()) {
+        await context.emit({ type: 'turn-ended', reason: end }).catch((error: unknown) => options.onError?.(error));
+      }
     }
   }
+
+  /**
+   * Takes over the turns whose instance died mid-order (their lease expired with a resume point):
+   * each is claimed in one conditional write, so of all instances sweeping at once one finishes it.
+   */
+  async function sweep(): Promise<void> {
+    for (const orphan of await leases.orphans(now(), takeoversPerSweep)) {
+      if (closed) return;
+      if (!(await store.hasSession(orphan.sessionId))) continue;
+      await takeOver(orphan.sessionId, await open(orphan.sessionId));
+    }
+  }
+
+  /**
+   * Claims the session's lease for a turn of this instance, the local claim first (one turn at a
+   * time per session, checked and set without an await in between). A lease a dead turn left with
+   * a resume point is taken over: its order is finished first. Returns the controller of the new
+   * turn to start, or why none may start.
+   */
+  async function claimTurn(
+    sessionId: string,
+    live: LiveSession,
+  ): Promise<
+    { readonly ok: true; readonly controller: AbortController } | { readonly ok: false; readonly reason: string }
+  > {
+    if (live.turn !== undefined) return { ok: false, reason: busy };
+    const controller = new AbortController();
+    live.turn = { controller, done: Promise.resolve() };
+    const held = await leases.claim(lease(sessionId)).catch((error: unknown) => {
+      live.turn = undefined;
+      throw error;
+    });
+    if (held === undefined) {
+      live.turn = undefined;
+      return { ok: false, reason: busy };
+    }
+    if (held.resume !== undefined) {
+      startTurn(sessionId, live, controller, (context) => resumeOrder(context, held.resume as ResumePoint), {
+        resume: held.resume,
+      });
+      return { ok: false, reason: busy };
+    }
+    return { ok: true, controller };
+  }
+
+  /** Finishes the order a dead turn of this session left, when its lease is still to be had. */
+  async function takeOver(sessionId: string, live: LiveSession): Promise<void> {
+    const claimed = await claimTurn(sessionId, live);
+    // Free, with nothing to resume (another instance finished it first): let it go again.
+    if (claimed.ok) {
+      live.turn = undefined;
+      await leases.release(sessionId, owner);
+    }
+  }
+
+  const sweeper = setInterval(
+    () => {
+      if (!closed) void sweep().catch((error: unknown) => options.onError?.(error));
+    },
+    Math.max(1, Math.floor(turnLeaseMs / 2)),
+  );
+  sweeper.unref();
+  // A restarted instance finishes its own dead turns at once, without waiting for the first tick.
+  void sweep().catch((error: unknown) => options.onError?.(error));
 
   return {
     planner,
@@ -225,28 +387,15 @@ export function createChatService(options: ChatServiceOptions): ChatService {
         return { accepted: false, reason: `The message is longer than ${maxMessageLength} characters.` };
       }
       if (!(await store.hasSession(sessionId))) return { accepted: false, reason: 'There is no such chat session.' };
-      const session = await open(sessionId);
-      // Checked and claimed without an await in between: one turn at a time per session.
-      if (session.turn !== undefined) {
-        return {
-          accepted: false,
-          reason: 'The agent is still working on the previous message; wait for it to finish (or answer its form).',
-        };
-      }
-      const controller = new AbortController();
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        session.turn = undefined;
-      };
-      const started = (async () => {
-        await emit(sessionId)({ type: 'user-message', text: message });
-        await emit(sessionId)({ type: 'turn-started' });
-        await runTurn(sessionId, session, { text: message, signal: controller.signal, release });
-      })();
-      const done = started.catch((error: unknown) => options.onError?.(error)).finally(release);
-      session.turn = { controller, done };
+      const live = await open(sessionId);
+      const claimed = await claimTurn(sessionId, live);
+      if (!claimed.ok) return { accepted: false, reason: claimed.reason };
+      startTurn(sessionId, live, claimed.controller, planFor(message, live), {
+        before: async () => {
+          await emit(sessionId)({ type: 'user-message', text: message });
+          await emit(sessionId)({ type: 'turn-started' });
+        },
+      });
       return { accepted: true };
     },
 
@@ -283,6 +432,7 @@ export function createChatService(options: ChatServiceOptions): ChatService {
     async close() {
       if (closed) return;
       closed = true;
+      clearInterval(sweeper);
       const sessions = await Promise.allSettled(live.values());
       for (const settled of sessions) {
         if (settled.status !== 'fulfilled') continue;

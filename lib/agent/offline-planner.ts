@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Role, WaitOutcome } from '../../identity/index';
 import { dollars } from './invoice-terms';
 import { awaitApproval, type QuotedOrder, runTool, type ToolOutcome, type TurnContext } from './tool-runner';
+import type { ResumePoint } from './turn-leases';
 
 /** How a turn ended (the 'turn-ended' reasons). */
 export type TurnEnd = 'done' | 'error' | 'rounds-exhausted';
@@ -328,6 +329,46 @@ async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promis
   }
   const roles = Array.isArray(requested.json?.requiredRoles) ? (requested.json.requiredRoles as Role[]) : [];
   await say(`Waiting for ${roles.map((role) => `the ${role}'s passkey in the ${role} window`).join(' and ')}.`);
+  // From here on the order needs no model: another instance can finish it if this one dies.
+  await context.resumable?.({ kind: 'order', approvalId });
+  const merchantId = context.merchantDid ?? invoicedMerchant(invoiced);
+  const deliverTo = context.session.lastOrder?.deliverTo;
+  return settleOrder(context, { approvalId, invoiceId, totalCents, merchantId, deliverTo }, say);
+}
+
+/**
+ * Finishes an order a turn that died left waiting for the household (docs/scale-out.md, turn
+ * leases): its invoice, total and merchant are the approval request's signed terms. Each step is
+ * safe to repeat: a charge asked again returns the first receipt, a fulfilment the stored commitment.
+ */
+export async function resumeOrder(context: TurnContext, point: ResumePoint): Promise<TurnEnd> {
+  const say = (message: string) => context.emit({ type: 'assistant-text', messageId: randomUUID(), delta: message });
+  const view = await context.approvals.get(point.approvalId);
+  if (view === undefined) {
+    await say('I picked this order up again, but its approval request no longer exists. Nothing was charged.');
+    return 'done';
+  }
+  const { invoiceId, totalCents, merchantId, deliverTo } = view.terms;
+  await say(`Picking up the order of ${dollars(totalCents)} where the agent left off.`);
+  return settleOrder(
+    context,
+    { approvalId: point.approvalId, invoiceId, totalCents, merchantId: context.merchantDid ?? merchantId, deliverTo },
+    say,
+  );
+}
+
+/** An order the household was asked to approve: what its charge, fulfilment and words need. */
+interface RequestedOrder {
+  readonly approvalId: string;
+  readonly invoiceId: string;
+  readonly totalCents: number;
+  readonly merchantId: string;
+  readonly deliverTo: string | undefined;
+}
+
+/** The order's steps after the approval request: the wait, the charge by reference, the fulfilment and its record. */
+async function settleOrder(context: TurnContext, requested: RequestedOrder, say: Say): Promise<TurnEnd> {
+  const { approvalId, invoiceId, totalCents, merchantId } = requested;
   const outcome: WaitOutcome = await awaitApproval(context, approvalId);
   if (outcome.status !== 'approved') {
     await say(decisionMessage(outcome));
@@ -338,7 +379,7 @@ async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promis
   const charged = await searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
     invoiceId,
     amountCents: totalCents,
-    merchantId: context.merchantDid ?? invoicedMerchant(invoiced),
+    merchantId,
     approvalId,
   });
   const receipt = charged.json?.receipt;
@@ -359,8 +400,10 @@ async function order(context: TurnContext, quote: QuotedOrder, say: Say): Promis
   const recorded = await searchAndCall(context, 'record_fulfillment', 'record fulfillment commitment', {
     commitment: fulfilled.json.commitment,
   });
+  // Done: nothing is left for a successor to finish.
+  await context.resumable?.(null);
   const eta = typeof fulfilled.json.etaMinutes === 'number' ? fulfilled.json.etaMinutes : undefined;
-  const where = context.session.lastOrder?.deliverTo;
+  const where = requested.deliverTo;
   await say(
     `Paid ${dollars(totalCents)} (payment ${paymentRef}). The shop signed its commitment to deliver${where ? ` to ${where}` : ''}${eta === undefined ? '' : ` in about ${eta} minutes`}.${recorded.isError ? ` (The commitment could not be recorded: ${recorded.text})` : ''}`,
   );

@@ -5,6 +5,7 @@ import type { EventBus } from '../events';
 import { invoiceTerms, jsonOf, textOf } from './invoice-terms';
 import type { McpSession } from './mcp-session';
 import { callSummary, resultSummary } from './tool-summaries';
+import type { ResumePoint } from './turn-leases';
 import type { ChatEvent, ChatEventBody } from './types';
 
 /** A quoted order the planner can ask for again ("order again"). */
@@ -39,6 +40,11 @@ export interface TurnContext {
   readonly events: Pick<EventBus, 'subscribe'>;
   /** The merchant the household pinned: an invoice from anyone else is not shown as an order. */
   readonly merchantDid: string | undefined;
+  /**
+   * Records where another instance would pick this turn up if this one died (with `null`: nothing
+   * left to pick up). Absent when the turn has no lease (a test's bare context).
+   */
+  readonly resumable?: (point: ResumePoint | null) => Promise<void>;
 }
 
 /** One meta-tool call's outcome. */

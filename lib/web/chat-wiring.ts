@@ -13,6 +13,8 @@ export function createAppChatService(runtime: HouseholdRuntime, env: HouseholdEn
     runtime,
     // Sessions and their event logs live in the household file: a restart loses no conversation.
     store: runtime.identity.store.chat,
+    // Turns are leased in the same store: an order whose instance died is finished by another, or by the restart.
+    leases: runtime.identity.store.turnLeases,
     ...(env.anthropicApiKey === undefined
       ? {}
       : {

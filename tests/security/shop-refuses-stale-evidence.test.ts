@@ -59,6 +59,29 @@ describe('the shop refuses stale or open-ended evidence (issue 11 item 12)', () 
     expect(JSON.stringify(refused)).not.toContain('commitment');
   });
 
+  it('ships a paid order whose invoice expired after the payment, and gives the same commitment again', async () => {
+    const settlement = await createSettlementFixture();
+    const clock = movableClock();
+    const client = await shopWithClient(settlement, clock.now);
+    const invoice = await invoiceFor(client);
+    // Paid four minutes in (inside the five-minute offer); the fulfilment comes two minutes later,
+    // as when the instance that paid died and another took the turn over (SPEC §10.10).
+    clock.advance(240);
+    const receipt = await settlement.signReceipt(settlement.subjectFor(invoice), {
+      nowSeconds: Math.floor(clock.now().getTime() / 1000),
+    });
+    clock.advance(120);
+    const shipped = okContent(await callTool(client, 'fulfill', { receipt })) as { commitment: string };
+    expect(shipped.commitment.split('.')).toHaveLength(3);
+    const again = okContent(await callTool(client, 'fulfill', { receipt })) as { commitment: string };
+    expect(again.commitment).toBe(shipped.commitment);
+    // Another payment of the same order (a receipt the settlement never issued for it) ships nothing.
+    const other = await settlement.signReceipt(settlement.subjectFor(invoice, { paymentRef: 'pay_other' }), {
+      nowSeconds: Math.floor(clock.now().getTime() / 1000) - 120,
+    });
+    expect(refusalText(await callTool(client, 'fulfill', { receipt: other }))).toMatch(/already fulfilled/);
+  });
+
   it.each([
     ['no exp', { omitExp: true }, /exp/],
     ['no iat', { omitIat: true }, /iat/],

@@ -90,8 +90,11 @@ describe('shop agent over stdio (child process)', () => {
     expect(payload.vc).toMatchObject({
       credentialSubject: { invoiceId: decodeJwt(invoice).jti, deliverTo: '12 Main St' },
     });
-    const replay = await callTool(second, 'fulfill', { receipt });
-    expect(replay.isError).toBe(true);
+    // The same receipt again: the stored commitment, not a second shipment; another payment ships nothing.
+    const replay = okContent(await callTool(second, 'fulfill', { receipt })) as { commitment: string };
+    expect(replay.commitment).toBe(commitment);
+    const other = await settlement.signReceipt(settlement.subjectFor(invoice, { paymentRef: 'pay_other' }));
+    expect((await callTool(second, 'fulfill', { receipt: other })).isError).toBe(true);
 
     // The durable store agrees.
     const store = openOrderStore(join(dataDir, 'orders.sqlite'));
