@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Role, WaitOutcome } from '../../identity/index';
 import { dollars } from './invoice-terms';
 import { awaitApproval, type QuotedOrder, runTool, type ToolOutcome, type TurnContext } from './tool-runner';
@@ -357,6 +358,10 @@ export async function resumeOrder(context: TurnContext, point: ResumePoint): Pro
   );
 }
 
+/** How often, and how far apart, a payment still being confirmed is asked about again. */
+const inProgressAsks = 30;
+const inProgressWaitMs = 1_000;
+
 /** An order the household was asked to approve: what its charge, fulfilment and words need. */
 interface RequestedOrder {
   readonly approvalId: string;
@@ -375,13 +380,25 @@ async function settleOrder(context: TurnContext, requested: RequestedOrder, say:
     return 'done';
   }
 
-  // 3. Pay by reference: the proxy fills in the stored evidence and the policy checks it.
-  const charged = await searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
-    invoiceId,
-    amountCents: totalCents,
-    merchantId,
-    approvalId,
-  });
+  // 3. Pay by reference: the proxy fills in the stored evidence and the policy checks it. A payment
+  // still being confirmed (another attempt in flight, such as a dying instance's) is asked about
+  // again, as the answer says; a charge asked again returns the first receipt.
+  const charge = () =>
+    searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
+      invoiceId,
+      amountCents: totalCents,
+      merchantId,
+      approvalId,
+    });
+  let charged = await charge();
+  for (
+    let asked = 1;
+    asked < inProgressAsks && charged.isError && charged.text.includes('payment_in_progress');
+    asked++
+  ) {
+    await delay(inProgressWaitMs, undefined, { signal: context.signal });
+    charged = await charge();
+  }
   const receipt = charged.json?.receipt;
   if (charged.isError || typeof receipt !== 'string') {
     await say(`The payment did not go through: ${charged.text}`);

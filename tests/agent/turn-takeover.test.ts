@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createChatService } from '../../lib/agent/create-chat-service';
 import type { ChatService } from '../../lib/agent/types';
-import { startTestHousehold, type TestHousehold } from '../payments/household';
+import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
 import { is, readTranscript } from './chat-household';
 
 // SPEC §11, §10.10 (docs/scale-out.md, turn leases): a chat turn is owned through a lease in the
@@ -92,5 +92,54 @@ describe.each(['approved', 'charged'] as const)('an instance killed mid-order (%
     expect(approval?.status).toBe('fulfilled');
     // Nothing is left for a third instance to take over.
     expect(count(dataDir, 'SELECT COUNT(*) AS n FROM turn_leases')).toEqual({ n: 0 });
+  }, 180_000);
+});
+
+describe('an instance whose lease another took over', () => {
+  it('stops its turn, and the one holding the lease finishes the order once', async () => {
+    const { rail, charges } = countingMockRail();
+    household = await startTestHousehold({ rail });
+    const { runtime, members } = household;
+    const on = (clock?: () => Date) =>
+      createChatService({
+        runtime,
+        store: runtime.identity.store.chat,
+        leases: runtime.identity.store.turnLeases,
+        turnLeaseMs: leaseMs,
+        ...(clock === undefined ? {} : { clock }),
+      });
+    const first = on();
+    // The second instance's clock is an hour ahead: to it the first one's lease has always expired,
+    // as a lease looks once its holder stalled past it.
+    chat = on(() => new Date(Date.now() + 3_600_000));
+    try {
+      const { sessionId } = await first.createSession();
+      expect((await first.send(sessionId, 'a large pepperoni to 12 Main St')).accepted).toBe(true);
+      // Read where the turn goes on: another instance's rows reach a reader only once it reads again
+      // (live chat across instances is the store's notifications, next in docs/scale-out.md).
+      const transcript = readTranscript(chat, sessionId);
+      await transcript.waitFor((event) => event.type === 'assistant-text' && event.delta.startsWith('Picking up'));
+      const { approvalId } = await transcript.waitFor(is.approval('pending'));
+      // The first instance learns at its next renewal that the lease is gone, and its turn stops.
+      expect((await first.send(sessionId, 'the menu please')).accepted).toBe(false);
+      for (const role of ['child', 'parent'] as const) {
+        const member = members[role];
+        const started = await runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
+        if (!started.ok) throw new Error(started.reason);
+        await runtime.identity.passkeys.approval.verify({
+          session: member.session,
+          ceremonyId: started.ceremonyId,
+          response: member.authenticator.assert(started.options),
+        });
+      }
+      await transcript.waitFor((event) => event.type === 'receipt' && typeof event.etaMinutes === 'number');
+      await transcript.waitFor(is.turnEnded);
+      transcript.stop();
+      expect(charges).toHaveLength(1);
+      expect(transcript.events.filter((event) => event.type === 'turn-ended')).toHaveLength(1);
+      expect(transcript.events.filter((event) => event.type === 'error')).toEqual([]);
+    } finally {
+      await first.close();
+    }
   }, 180_000);
 });
