@@ -42,21 +42,24 @@ export function toAuditEntry(row: StoredAuditRow): AuditEntry | undefined {
   return { id: parsedRow.data.id, prevHash: parsedRow.data.prevHash, hash: parsedRow.data.hash, event: event.data };
 }
 
-/** Lone UTF-16 surrogates, which JSON canonicalisation (RFC 8785) cannot encode. */
+/**
+ * Lone UTF-16 surrogates, which JSON canonicalisation (RFC 8785) cannot encode, and U+0000, which
+ * PostgreSQL's JSON functions refuse (the filter columns are generated from the event's text).
+ */
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
  * The event as it is appended: the schema again at the boundary, then strings made well-formed so
- * canonicalisation cannot refuse it (a lone surrogate in a tool name must not keep a decision out
- * of the log). Throws on an event that fails the schema.
+ * canonicalisation and neither database can refuse it (a lone surrogate or a NUL in a tool name
+ * must not keep a decision out of the log). Throws on an event that fails the schema.
  */
 export function appendableEvent(event: HouseholdEvent): HouseholdEvent {
   return HouseholdEvent.parse(wellFormed(HouseholdEvent.parse(event)));
 }
 
-/** The value with every lone surrogate in its strings replaced by U+FFFD. */
+/** The value with every lone surrogate and NUL in its strings replaced by U+FFFD. */
 function wellFormed(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(loneSurrogate, '\uFFFD');
+  if (typeof value === 'string') return value.replace(loneSurrogate, '\uFFFD').replaceAll('\u0000', '\uFFFD');
   if (Array.isArray(value)) return value.map(wellFormed);
   if (typeof value === 'object' && value !== null) {
     return Object.fromEntries(Object.entries(value).map(([key, item]) => [String(wellFormed(key)), wellFormed(item)]));
