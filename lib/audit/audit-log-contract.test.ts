@@ -303,7 +303,7 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL audit log listener', () => {
     };
     // A slow first reconnect, so the rows appended while it is down are not announced to it.
     const reader = await open(url, {
-      reconnect: { first: 300, max: 1000 },
+      reconnect: { first: 2000, max: 4000 },
       onListener: (state) => {
         states.push(state);
         changed();
