@@ -3,7 +3,7 @@ import type { IdentityEvent } from '../identity/index';
 import { createEventBus, fromIdentityEvent, fromProxyEvent, HouseholdEvent } from './events';
 
 describe('the household event bus', () => {
-  it('fans a valid event out to every listener, even past one that throws', () => {
+  it('fans a valid event out to every listener, even past one that throws', async () => {
     const errors: Error[] = [];
     const bus = createEventBus({ onInvalid: (error) => errors.push(error) });
     const seen: string[] = [];
@@ -12,11 +12,12 @@ describe('the household event bus', () => {
     });
     bus.subscribe((event) => seen.push(event.kind));
     bus.emit({ source: 'payments', kind: 'charge-started', outcome: 'info', message: 'charging $4.00' });
+    await bus.flush();
     expect(seen).toEqual(['charge-started']);
     expect(errors.map((error) => error.message)).toEqual(['listener fault']);
   });
 
-  it('record throws when a required listener fails, before any other listener sees the event; emit never does', () => {
+  it('record throws when a required listener fails, before any other listener sees the event; emit never does', async () => {
     const bus = createEventBus();
     const seen: string[] = [];
     let failing = true;
@@ -29,17 +30,41 @@ describe('the household event bus', () => {
       { required: true },
     );
     const decision = { source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: 'allowed' } as const;
-    expect(() => bus.record(decision)).toThrow('the policy-decision event could not be recorded');
+    await expect(bus.record(decision)).rejects.toThrow('the policy-decision event could not be recorded');
     expect(seen).toEqual([]);
     bus.emit(decision);
+    await bus.flush();
     expect(seen).toEqual(['other policy-decision']);
     failing = false;
     seen.length = 0;
-    bus.record(decision);
+    await bus.record(decision);
     expect(seen).toEqual(['audit policy-decision', 'other policy-decision']);
   });
 
-  it('drops an event that breaks the schema, and says why', () => {
+  it('waits for an async required listener before the others, and keeps the order events were emitted in', async () => {
+    const bus = createEventBus();
+    const seen: string[] = [];
+    bus.subscribe(
+      async (event) => {
+        // The first event's write is the slowest: it must still be first everywhere.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (event.message === '1') await new Promise<void>((resolve) => setImmediate(resolve));
+        seen.push(`audit ${event.message}`);
+      },
+      { required: true },
+    );
+    bus.subscribe((event) => {
+      seen.push(`live ${event.message}`);
+    });
+    const recorded = bus.record({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: '1' });
+    bus.emit({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: '2' });
+    await recorded;
+    expect(seen).toEqual(['audit 1', 'live 1']);
+    await bus.flush();
+    expect(seen).toEqual(['audit 1', 'live 1', 'audit 2', 'live 2']);
+  });
+
+  it('drops an event that breaks the schema, and says why', async () => {
     const errors: Error[] = [];
     const bus = createEventBus({ onInvalid: (error) => errors.push(error) });
     const seen: unknown[] = [];
@@ -52,6 +77,7 @@ describe('the household event bus', () => {
       message: 'x',
       secret: 'sk_test_1',
     } as never);
+    await bus.flush();
     expect(seen).toEqual([]);
     expect(errors).toHaveLength(2);
   });

@@ -34,22 +34,34 @@ export const HouseholdEvent = z.strictObject({
 /** A household event. */
 export type HouseholdEvent = z.infer<typeof HouseholdEvent>;
 
-/** Receives validated events. */
-export type HouseholdEventSink = (event: HouseholdEvent) => void;
+/**
+ * Receives validated events. A required listener (the audit table) may return a promise: the bus
+ * waits for it before any other listener sees the event.
+ */
+export type HouseholdEventSink = (event: HouseholdEvent) => unknown;
 
 /** An event as emitters hand it in: the bus stamps the time when none is given. */
 export type EmittedEvent = Omit<HouseholdEvent, 'at'> & { readonly at?: string };
 
-/** The in-process event bus: validates every event against the one schema, then fans it out. */
+/**
+ * The in-process event bus: validates every event against the one schema, then hands it to the
+ * required listeners (the audit table), waits until they took it, and only then fans it out to the
+ * others. Events go through in the order they were emitted, one at a time, so the chain and the
+ * live listeners see one order.
+ */
 export interface EventBus {
+  /** Queues the event; never throws. A required listener's failure is reported, and the others still see it. */
   emit(event: EmittedEvent): void;
   /**
-   * As {@link emit}, but throws when a required listener (the audit table) could not take the
-   * event, before any other listener sees it: for decisions that must not take effect unrecorded.
+   * As {@link emit}, but resolves only once every required listener (the audit table) took the
+   * event, and rejects when one could not, before any other listener sees it: for decisions that
+   * must not take effect unrecorded.
    */
-  record(event: EmittedEvent): void;
-  /** A `required` listener runs before the others; its failure is what {@link record} throws on. */
+  record(event: EmittedEvent): Promise<void>;
+  /** A `required` listener runs before the others; its failure is what {@link record} rejects with. */
   subscribe(listener: HouseholdEventSink, options?: { readonly required?: boolean }): () => void;
+  /** Resolves once every event emitted so far has been recorded and fanned out. */
+  flush(): Promise<void>;
 }
 
 /**
@@ -61,35 +73,51 @@ export function createEventBus(options: { readonly onInvalid?: (error: Error) =>
   const required = new Set<HouseholdEventSink>();
   const listeners = new Set<HouseholdEventSink>();
   const report = (error: unknown) => options.onInvalid?.(error instanceof Error ? error : new Error(String(error)));
+  // One event at a time, in emission order: the chain's order is the order listeners see.
+  let tail: Promise<void> = Promise.resolve();
 
-  function publish(event: EmittedEvent, strict: boolean): void {
-    const parsed = HouseholdEvent.safeParse({ at: new Date().toISOString(), ...event });
-    if (!parsed.success) {
-      const error = new Error(`invalid event ${event.kind}: ${z.prettifyError(parsed.error)}`);
-      report(error);
-      if (strict) throw error;
-      return;
-    }
-    for (const listener of [...required, ...listeners]) {
+  async function deliver(event: HouseholdEvent, strict: boolean): Promise<void> {
+    for (const listener of [...required]) {
       try {
-        listener(parsed.data);
+        await listener(event);
       } catch (error) {
         report(error);
-        if (strict && required.has(listener)) {
-          throw new Error(`the ${event.kind} event could not be recorded`, { cause: error });
-        }
+        if (strict) throw new Error(`the ${event.kind} event could not be recorded`, { cause: error });
+      }
+    }
+    for (const listener of [...listeners]) {
+      try {
+        // A live listener is not waited for: a slow reader must not hold up the chain.
+        Promise.resolve(listener(event)).catch(report);
+      } catch (error) {
+        report(error);
       }
     }
   }
 
+  function publish(event: EmittedEvent, strict: boolean): Promise<void> {
+    const parsed = HouseholdEvent.safeParse({ at: new Date().toISOString(), ...event });
+    if (!parsed.success) {
+      const error = new Error(`invalid event ${event.kind}: ${z.prettifyError(parsed.error)}`);
+      report(error);
+      return strict ? Promise.reject(error) : Promise.resolve();
+    }
+    const step = tail.then(() => deliver(parsed.data, strict));
+    tail = step.catch(() => undefined);
+    return step;
+  }
+
   return {
-    emit: (event) => publish(event, false),
+    emit: (event) => {
+      void publish(event, false);
+    },
     record: (event) => publish(event, true),
     subscribe(listener, subscription = {}) {
       const set = subscription.required === true ? required : listeners;
       set.add(listener);
       return () => set.delete(listener);
     },
+    flush: () => tail,
   };
 }
 

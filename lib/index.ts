@@ -34,8 +34,15 @@ export {
   type AuditLog,
   type AuditQuery,
   createSqliteAuditLog,
+  type SqliteAuditLogOptions,
 } from './audit/audit-log';
 export { type CheckpointStore, createFileCheckpointStore } from './audit/checkpoint-store';
+export {
+  auditChannel,
+  createPostgresAuditLog,
+  type PostgresAuditLogOptions,
+  postgresAuditMigrations,
+} from './audit/postgres-audit-log';
 export { runAuditVerify } from './audit/run-audit-verify';
 export {
   createShopWitness,

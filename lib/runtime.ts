@@ -33,14 +33,7 @@ import { createFileCheckpointStore } from './audit/checkpoint-store';
 import { createShopWitness, shopWitnessEndpoint } from './audit/shop-witness';
 import { createFileWitness, type Witness } from './audit/witness';
 import type { HouseholdEnv } from './env';
-import {
-  createEventBus,
-  type EventBus,
-  fromIdentityEvent,
-  fromProxyEvent,
-  type HouseholdEvent,
-  type HouseholdEventSink,
-} from './events';
+import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent, type HouseholdEventSink } from './events';
 import { limitRequests } from './limits/request-limits';
 import { evidenceByReference } from './payments/evidence-by-reference';
 import { familySpendLookups } from './payments/family-spend-lookups';
@@ -131,31 +124,43 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   const clock = options.clock ?? householdClock(env);
   const logger = options.logger ?? { info: () => undefined, error: () => undefined };
   const events = createEventBus({ onInvalid: (error) => logger.error('event dropped', error) });
-  // The audit log is subscribed first, so an event is on disk before any other listener (the live
-  // log) sees it. Until the store is open (identity opens it), the start's own events wait here.
-  const early: HouseholdEvent[] = [];
-  let audit: AuditLog | undefined;
+  // The audit log is subscribed first and required, so an event is committed before any other
+  // listener (the live log) sees it. Until the store is open (identity opens it) and the inherited
+  // head is read, the start's own events wait in the bus's queue, in order.
+  let opened: (audit: AuditLog) => void = () => undefined;
+  let failed: (error: Error) => void = () => undefined;
+  const ready = new Promise<AuditLog>((resolve, reject) => {
+    opened = resolve;
+    failed = reject;
+  });
+  ready.catch(() => undefined);
   events.subscribe(
-    (event) => {
-      if (audit === undefined) early.push(event);
-      else audit.append(event);
+    async (event) => {
+      await (await ready).append(event);
     },
     // Required: a policy decision the table cannot take is refused (EventBus.record).
     { required: true },
   );
   if (options.onEvent) events.subscribe(options.onEvent);
-  const identity = await startIdentity(env, {
-    clock,
-    events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
-  });
+  let identity: StartedIdentity;
+  try {
+    identity = await startIdentity(env, {
+      clock,
+      events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
+    });
+  } catch (error) {
+    failed(new Error('the household did not start, so its events have no audit table', { cause: error }));
+    throw error;
+  }
   let gateway: Gateway | undefined;
   let checkpoints: AuditCheckpoints | undefined;
   const witnesses = options.witnesses ?? defaultWitnesses(env, identity, options.shop === undefined, logger);
   try {
     // The chain as earlier processes left it: rows after their last checkpoint up to here are theirs, unsigned.
-    const inherited = identity.store.audit.head();
-    audit = identity.store.audit;
-    for (const event of early.splice(0)) audit.append(event);
+    const audit = identity.store.audit;
+    const inherited = await audit.head();
+    opened(audit);
+    await events.flush();
     // The admin signs the chain's head now, every N rows, and at close (SPEC §8) — each only over a
     // chain verified from the previous checkpoint (the store's or a witness's) — and hands each to
     // the witnesses; on the system clock, not the household's test clock, as the events' own times are.
@@ -322,9 +327,12 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       async close() {
         await retry?.stop();
         await running.close();
-        // After the gateway's last events, so the shutdown checkpoint covers them.
+        // After the gateway's last events are in the chain, so the shutdown checkpoint covers them.
+        await events.flush();
         await signing.close();
         await Promise.all(witnesses.map((witness) => witness.close()));
+        // The checkpointer's last reports are rows too: written before the store closes.
+        await events.flush();
         identity.close();
       },
     };
@@ -332,6 +340,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     await gateway?.close();
     await checkpoints?.close();
     await Promise.all(witnesses.map((witness) => witness.close()));
+    await events.flush();
     identity.close();
     throw error;
   }

@@ -52,11 +52,11 @@ describe('audit checkpoints', () => {
     const { identity, path } = await household();
     const { audit } = identity.store;
     const checkpoints = createAuditCheckpoints({ audit, household: identity.household, path, every: 3 });
-    for (let index = 0; index < 7; index += 1) audit.append(event);
+    for (let index = 0; index < 7; index += 1) await audit.append(event);
     await checkpoints.close();
     const written = lines(path);
     expect(written.map((line) => line.rowId)).toEqual([3, 6, 7]);
-    const rows = audit.after(0);
+    const rows = await audit.after(0);
     const verify = createCredentialVerifier(householdKeys(identity.household));
     for (const line of written) {
       expect(line.hash).toBe(rows[line.rowId - 1]?.hash);
@@ -87,13 +87,13 @@ describe('audit checkpoints', () => {
       },
     };
     const checkpoints = createAuditCheckpoints({ audit, household: slow, path });
-    audit.append(event);
-    const second = audit.append(event);
+    await audit.append(event);
+    const second = await audit.append(event);
     const requested = checkpoints.checkpoint();
     // Appends are not held up by the pending signature.
-    audit.append(event);
-    audit.append(event);
-    expect(audit.head().rowId).toBe(4);
+    await audit.append(event);
+    await audit.append(event);
+    expect((await audit.head()).rowId).toBe(4);
     signing.open();
     expect(await requested).toMatchObject({ rowId: 2, hash: second.hash });
     await checkpoints.close();
@@ -119,12 +119,12 @@ describe('audit checkpoints', () => {
       path,
       onError: (error) => errors.push(error),
     });
-    audit.append(event);
+    await audit.append(event);
     expect(await checkpoints.checkpoint()).toBeUndefined();
     expect(errors.map((error) => error.message)).toEqual(['audit checkpoint at row 1 not written']);
-    expect(audit.head().rowId).toBe(1);
+    expect((await audit.head()).rowId).toBe(1);
     fail = false;
-    audit.append(event);
+    await audit.append(event);
     await checkpoints.close();
     expect(lines(path).map((line) => line.rowId)).toEqual([2]);
   });
@@ -135,11 +135,11 @@ describe('audit checkpoints', () => {
     writeFileSync(path, '');
     chmodSync(path, 0o644);
     const checkpoints = createAuditCheckpoints({ audit, household: identity.household, path });
-    audit.append(event);
+    await audit.append(event);
     await checkpoints.checkpoint();
     await checkpoints.checkpoint();
     await checkpoints.close();
-    audit.append(event);
+    await audit.append(event);
     expect(await checkpoints.checkpoint()).toBeUndefined();
     expect(lines(path).map((line) => line.rowId)).toEqual([1]);
     expect(statSync(path).mode & 0o777).toBe(0o600);
@@ -157,8 +157,8 @@ describe('audit checkpoints over a verified chain only', () => {
   it('refuses to sign when a witness holds a checkpoint beyond the table, and says why', async () => {
     const { identity, path } = await household();
     const { audit } = identity.store;
-    for (let index = 0; index < 4; index += 1) audit.append(event);
-    const head = audit.head();
+    for (let index = 0; index < 4; index += 1) await audit.append(event);
+    const head = await audit.head();
     const credential = await identity.household.issue({
       signer: 'admin',
       type: 'AuditCheckpoint',
@@ -194,8 +194,11 @@ describe('audit checkpoints over a verified chain only', () => {
   it('refuses a newest stored checkpoint the admin did not sign', async () => {
     const { identity, path } = await household();
     const { audit } = identity.store;
-    audit.append(event);
-    writeFileSync(path, `${JSON.stringify({ rowId: 1, hash: audit.head().hash, credential: 'e30.e30.c2ln' })}\n`);
+    await audit.append(event);
+    writeFileSync(
+      path,
+      `${JSON.stringify({ rowId: 1, hash: (await audit.head()).hash, credential: 'e30.e30.c2ln' })}\n`,
+    );
     const checkpoints = createAuditCheckpoints({ audit, household: identity.household, path });
     expect(await checkpoints.checkpoint()).toBeUndefined();
     await checkpoints.close();
@@ -227,8 +230,8 @@ describe('audit checkpoints over a verified chain only', () => {
       witnesses: [refusing],
       report: (report) => reports.push(report.kind),
     });
-    audit.append(event);
-    audit.append(event);
+    await audit.append(event);
+    await audit.append(event);
     await checkpoints.close();
     expect(submitted[0]).toBe(2);
     expect(reports[0]).toBe('audit-witness-refused');

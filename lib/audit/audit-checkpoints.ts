@@ -56,7 +56,10 @@ export interface AuditCheckpointsOptions {
   readonly inherited?: AuditHead;
   /** Every checkpoint is submitted to each (SPEC §8); their latest is checked at start. */
   readonly witnesses?: readonly Witness[];
-  /** A checkpoint whenever this process appends a row whose id is a multiple of it; default 100. */
+  /**
+   * A checkpoint whenever a row whose id is a multiple of it is appended, through this handle or
+   * any other on the same database (the log's subscription delivers every row); default 100.
+   */
   readonly every?: number;
   /** When a checkpoint is signed (`iat`); default the system clock. */
   readonly now?: () => Date;
@@ -111,7 +114,10 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
   const now = options.now ?? (() => new Date());
   const { audit, household } = options;
   const witnesses = options.witnesses ?? [];
-  const inherited = options.inherited ?? audit.head();
+  // Read now, before this process appends: what earlier processes left.
+  const inherited = options.inherited === undefined ? audit.head() : Promise.resolve(options.inherited);
+  // A failed read is reported when the first checkpoint is established, not as an unhandled rejection.
+  inherited.catch(() => undefined);
   const verifyCheckpoint: CheckpointVerifier = createCheckpointVerifier({
     adminDid: household.adminDid,
     adminJwk: household.adminJwk,
@@ -151,7 +157,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
    * Re-walks the rows after `from` up to `to.rowId` and checks that the chain reaches `to.hash`
    * there; the first row that breaks, or `undefined`.
    */
-  const verifySegment = (from: AuditHead, to: AuditHead): CheckpointRefusal | undefined => {
+  const verifySegment = async (from: AuditHead, to: AuditHead): Promise<CheckpointRefusal | undefined> => {
     if (to.rowId < from.rowId) {
       return {
         rowId: to.rowId + 1,
@@ -159,7 +165,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
       };
     }
     if (from.rowId > 0) {
-      const [row] = audit.rows(from.rowId - 1, 1);
+      const [row] = await audit.rows(from.rowId - 1, 1);
       const verdict = checkAuditRow(row, { id: from.rowId, previousHash: row?.prevHash ?? '' });
       if (!verdict.ok) return verdict;
       if (verdict.hash !== from.hash) {
@@ -171,7 +177,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     }
     let previous = from;
     while (previous.rowId < to.rowId) {
-      const rows = audit.rows(previous.rowId, Math.min(page, to.rowId - previous.rowId));
+      const rows = await audit.rows(previous.rowId, Math.min(page, to.rowId - previous.rowId));
       if (rows.length === 0) return { rowId: previous.rowId + 1, reason: `row ${previous.rowId + 1} is missing` };
       for (const row of rows) {
         const verdict = checkAuditRow(row, { id: previous.rowId + 1, previousHash: previous.hash });
@@ -220,7 +226,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
       }
       anchors.push({ head: verdict.checkpoint, where: `the witness ${witness.name}` });
     }
-    const head = audit.head();
+    const head = await audit.head();
     // 3. Every anchor must be in the chain as signed; verification runs from the newest of them.
     for (const anchor of anchors) {
       if (anchor.head.rowId > head.rowId) {
@@ -229,21 +235,22 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
           `rows ${head.rowId + 1} to ${anchor.head.rowId} are missing: the table ends at row ${head.rowId}, but ${anchor.where} holds a checkpoint at row ${anchor.head.rowId} signed by the household admin (the table was rolled back)`,
         );
       }
-      const broken = verifySegment(anchor.head, anchor.head);
+      const broken = await verifySegment(anchor.head, anchor.head);
       if (broken !== undefined) return refuse(broken.rowId, `${broken.reason} (checked against ${anchor.where})`);
       if (anchor.head.rowId > from.rowId) from = anchor.head;
     }
-    const broken = verifySegment(from, head);
+    const broken = await verifySegment(from, head);
     if (broken !== undefined) return refuse(broken.rowId, broken.reason);
+    const earlier = await inherited;
     // 4. Rows an earlier process wrote and never signed: said so in the chain before anything is signed over them.
-    if (inherited.rowId > from.rowId) {
+    if (earlier.rowId > from.rowId) {
       report({
         kind: 'audit-tail-unvouched',
         outcome: 'error',
-        message: `Rows ${from.rowId + 1} to ${inherited.rowId} were written after the last checkpoint (row ${from.rowId}) by a process that stopped without signing them: no checkpoint vouches for them, and they may have been rewritten while it was stopped.`,
-        data: { fromRow: from.rowId + 1, toRow: inherited.rowId, checkpointRow: from.rowId },
+        message: `Rows ${from.rowId + 1} to ${earlier.rowId} were written after the last checkpoint (row ${from.rowId}) by a process that stopped without signing them: no checkpoint vouches for them, and they may have been rewritten while it was stopped.`,
+        data: { fromRow: from.rowId + 1, toRow: earlier.rowId, checkpointRow: from.rowId },
       });
-      floor = inherited.rowId + 1;
+      floor = earlier.rowId + 1;
     }
     verified = head;
   };
@@ -292,10 +299,10 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     await established;
     if (refusal !== undefined || verified === undefined) return undefined;
     // A head inside an unvouched tail is never signed: the checkpoint covers the report of it too.
-    const head = requested.rowId < floor ? audit.head() : requested;
+    const head = requested.rowId < floor ? await audit.head() : requested;
     if (head.rowId === lastSigned) return undefined;
     if (head.rowId > verified.rowId) {
-      const broken = verifySegment(verified, head);
+      const broken = await verifySegment(verified, head);
       if (broken !== undefined) {
         refuse(broken.rowId, broken.reason);
         return undefined;
@@ -321,16 +328,25 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     }
   };
 
-  const request = (): Promise<AuditCheckpoint | undefined> => {
-    // The head at the moment of the request: later rows wait for the next checkpoint.
-    const head = audit.head();
-    const written = queue.then(() => sign(head));
+  const request = (at?: AuditHead): Promise<AuditCheckpoint | undefined> => {
+    // The head at the moment of the request (or the row that asked for it): later rows wait for the next checkpoint.
+    const head = at === undefined ? audit.head() : Promise.resolve(at);
+    const written = queue.then(async () => {
+      let requested: AuditHead;
+      try {
+        requested = await head;
+      } catch (error) {
+        options.onError?.(new Error('the audit head could not be read for a checkpoint', { cause: error }));
+        return undefined;
+      }
+      return sign(requested);
+    });
     queue = written;
     return written;
   };
 
   const unsubscribe = audit.subscribe((entry) => {
-    if (entry.id % every === 0) void request();
+    if (entry.id % every === 0) void request({ rowId: entry.id, hash: entry.hash });
   });
 
   return {

@@ -42,22 +42,22 @@ function event(overrides: Partial<HouseholdEvent> = {}): HouseholdEvent {
 }
 
 describe('the audit log', () => {
-  it('chains each appended row to the one before it, from the genesis value', () => {
+  it('chains each appended row to the one before it, from the genesis value', async () => {
     const { store } = fresh();
-    expect(store.audit.head()).toEqual({ rowId: 0, hash: genesisHash });
-    const first = store.audit.append(event());
-    const second = store.audit.append(event({ outcome: 'deny', orderId: 'urn:uuid:order-1' }));
+    expect(await store.audit.head()).toEqual({ rowId: 0, hash: genesisHash });
+    const first = await store.audit.append(event());
+    const second = await store.audit.append(event({ outcome: 'deny', orderId: 'urn:uuid:order-1' }));
     expect(first).toMatchObject({ id: 1, prevHash: genesisHash });
     expect(second).toMatchObject({ id: 2, prevHash: first.hash });
     expect(first.hash).toBe(hashAuditRow({ id: 1, prevHash: genesisHash, event: first.event }));
     expect(second.hash).toBe(hashAuditRow({ id: 2, prevHash: first.hash, event: second.event }));
     expect(second.hash).not.toBe(first.hash);
-    expect(store.audit.head()).toEqual({ rowId: 2, hash: second.hash });
+    expect(await store.audit.head()).toEqual({ rowId: 2, hash: second.hash });
   });
 
-  it('stores the event as its RFC 8785 canonical bytes and commits it before append returns', () => {
+  it('stores the event as its RFC 8785 canonical bytes and commits it before append returns', async () => {
     const { store, path } = fresh();
-    store.audit.append(event({ data: { zeta: 1, alpha: 'x', durationUs: 1e21 } }));
+    await store.audit.append(event({ data: { zeta: 1, alpha: 'x', durationUs: 1e21 } }));
     // Another connection sees the row at once: it is committed, not pending in a transaction.
     const reader = new Database(path, { readonly: true });
     try {
@@ -70,10 +70,10 @@ describe('the audit log', () => {
     }
   });
 
-  it('refuses UPDATE, DELETE and an insert that skips an id, by trigger', () => {
+  it('refuses UPDATE, DELETE and an insert that skips an id, by trigger', async () => {
     const { store, path } = fresh();
-    store.audit.append(event());
-    store.audit.append(event());
+    await store.audit.append(event());
+    await store.audit.append(event());
     const tamperer = new Database(path);
     try {
       expect(() => tamperer.prepare("UPDATE audit_log SET event = '{}' WHERE id = 1").run()).toThrow(/append-only/);
@@ -89,61 +89,75 @@ describe('the audit log', () => {
     }
   });
 
-  it('refuses an event that fails the schema and writes nothing', () => {
+  it('refuses an event that fails the schema and writes nothing', async () => {
     const { store } = fresh();
-    expect(() => store.audit.append({ ...event(), kind: 'NotKebab' })).toThrow();
-    expect(() => store.audit.append({ ...event(), token: 'secret' } as HouseholdEvent)).toThrow();
-    expect(store.audit.head().rowId).toBe(0);
+    await expect(store.audit.append({ ...event(), kind: 'NotKebab' })).rejects.toThrow();
+    await expect(store.audit.append({ ...event(), token: 'secret' } as HouseholdEvent)).rejects.toThrow();
+    expect((await store.audit.head()).rowId).toBe(0);
   });
 
-  it('records an event carrying a lone surrogate, made well-formed, instead of losing it', () => {
+  it('records an event carrying a lone surrogate, made well-formed, instead of losing it', async () => {
     const { store } = fresh();
-    const entry = store.audit.append(event({ message: 'call \uD800 refused' }));
+    const entry = await store.audit.append(event({ message: 'call \uD800 refused' }));
     expect(entry.event.message).toBe('call \uFFFD refused');
-    expect(store.audit.after(0)[0]?.event.message).toBe('call \uFFFD refused');
+    expect((await store.audit.after(0))[0]?.event.message).toBe('call \uFFFD refused');
   });
 
-  it('reads entries after an id, in order, filtered and limited', () => {
+  it('reads entries after an id, in order, filtered and limited', async () => {
     const { store } = fresh();
-    store.audit.append(event({ session: 'a', kind: 'call-decision', outcome: 'allow' }));
-    store.audit.append(event({ session: 'b', kind: 'call-decision', outcome: 'deny', orderId: 'o-1' }));
-    store.audit.append(event({ session: 'a', kind: 'charge-succeeded', outcome: 'ok', orderId: 'o-1' }));
-    store.audit.append(event({ session: 'a', kind: 'call-decision', outcome: 'deny' }));
+    await store.audit.append(event({ session: 'a', kind: 'call-decision', outcome: 'allow' }));
+    await store.audit.append(event({ session: 'b', kind: 'call-decision', outcome: 'deny', orderId: 'o-1' }));
+    await store.audit.append(event({ session: 'a', kind: 'charge-succeeded', outcome: 'ok', orderId: 'o-1' }));
+    await store.audit.append(event({ session: 'a', kind: 'call-decision', outcome: 'deny' }));
     const ids = (entries: readonly AuditEntry[]) => entries.map((entry) => entry.id);
-    expect(ids(store.audit.after(0))).toEqual([1, 2, 3, 4]);
-    expect(ids(store.audit.after(2))).toEqual([3, 4]);
-    expect(ids(store.audit.after(0, { limit: 2 }))).toEqual([1, 2]);
-    expect(ids(store.audit.after(0, { filter: { session: 'a' } }))).toEqual([1, 3, 4]);
-    expect(ids(store.audit.after(0, { filter: { outcome: 'deny' } }))).toEqual([2, 4]);
-    expect(ids(store.audit.after(0, { filter: { kind: 'call-decision', session: 'a' } }))).toEqual([1, 4]);
-    expect(ids(store.audit.after(1, { filter: { orderId: 'o-1' } }))).toEqual([2, 3]);
-    expect(ids(store.audit.forOrder('o-1'))).toEqual([2, 3]);
-    expect(store.audit.after(4)).toEqual([]);
-    expect(() => store.audit.after(-1)).toThrow();
-    expect(() => store.audit.after(0, { limit: 0 })).toThrow();
+    expect(ids(await store.audit.after(0))).toEqual([1, 2, 3, 4]);
+    expect(ids(await store.audit.after(2))).toEqual([3, 4]);
+    expect(ids(await store.audit.after(0, { limit: 2 }))).toEqual([1, 2]);
+    expect(ids(await store.audit.after(0, { filter: { session: 'a' } }))).toEqual([1, 3, 4]);
+    expect(ids(await store.audit.after(0, { filter: { outcome: 'deny' } }))).toEqual([2, 4]);
+    expect(ids(await store.audit.after(0, { filter: { kind: 'call-decision', session: 'a' } }))).toEqual([1, 4]);
+    expect(ids(await store.audit.after(1, { filter: { orderId: 'o-1' } }))).toEqual([2, 3]);
+    expect(ids(await store.audit.forOrder('o-1'))).toEqual([2, 3]);
+    expect(await store.audit.after(4)).toEqual([]);
+    await expect(store.audit.after(-1)).rejects.toThrow();
+    await expect(store.audit.after(0, { limit: 0 })).rejects.toThrow();
   });
 
-  it('tells subscribers of each appended entry after it is written, and a throwing one stops nobody', () => {
-    const { store } = fresh();
+  it('tells subscribers of each appended entry after it is written, and a throwing one stops nobody', async () => {
+    const { store, path } = fresh();
+    const reader = new Database(path, { readonly: true });
+    const committed = () => (reader.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n;
     const seen: number[] = [];
+    let delivered: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => {
+      delivered = resolve;
+    });
     store.audit.subscribe(() => {
       throw new Error('a closed stream');
     });
-    const unsubscribe = store.audit.subscribe((entry) => seen.push(store.audit.head().rowId, entry.id));
-    store.audit.append(event());
-    unsubscribe();
-    store.audit.append(event());
-    expect(seen).toEqual([1, 1]);
-    expect(store.audit.head().rowId).toBe(2);
+    const unsubscribe = store.audit.subscribe((entry) => {
+      seen.push(committed(), entry.id);
+      delivered();
+    });
+    try {
+      await store.audit.append(event());
+      await first;
+      unsubscribe();
+      await store.audit.append(event());
+      expect(seen).toEqual([1, 1]);
+      expect((await store.audit.head()).rowId).toBe(2);
+    } finally {
+      reader.close();
+    }
   });
 
-  it('extends one chain when two connections to the file append in turn', () => {
+  it('extends one chain when two connections to the file append in turn', async () => {
     const { store, path } = fresh();
     const other = open(path);
-    store.audit.append(event());
-    other.audit.append(event({ session: 'other' }));
-    const third = store.audit.append(event());
-    const entries = store.audit.after(0);
+    await store.audit.append(event());
+    await other.audit.append(event({ session: 'other' }));
+    const third = await store.audit.append(event());
+    const entries = await store.audit.after(0);
     expect(entries.map((entry) => entry.id)).toEqual([1, 2, 3]);
     expect(entries[1]?.prevHash).toBe(entries[0]?.hash);
     expect(third.prevHash).toBe(entries[1]?.hash);

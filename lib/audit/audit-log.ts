@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
-import { z } from 'zod';
-import { HouseholdEvent } from '../events';
+import type { HouseholdEvent } from '../events';
+import { createAuditFeed } from './audit-feed';
+import { AuditQuerySchema, appendableEvent, auditFilterColumns, maxAuditLimit, toAuditEntry } from './audit-rows';
 import type { StoredAuditRow } from './check-audit-row';
 import { canonicalJson, genesisHash, hashAuditRow } from './hash-audit-row';
-import { parseJson } from './parse-json';
 
 /** One row of the audit chain, as the live log and the audit page read it. */
 export interface AuditEntry {
@@ -37,70 +37,60 @@ export interface AuditHead {
   readonly hash: string;
 }
 
-/** Receives each entry appended by this process, after it is on disk. */
+/** Receives entries of the chain as they are appended. */
 export type AuditListener = (entry: AuditEntry) => void;
 
 /**
- * The household's append-only, hash-chained audit log (SPEC §8) on the household SQLite file.
- * Behind an interface so a shared database can replace the file (SPEC §11).
+ * The household's append-only, hash-chained audit log (SPEC §8): on the household SQLite file, or
+ * on a PostgreSQL database that several instances share (SPEC §11). Every handle on one database
+ * extends one chain, in one serial order.
  */
 export interface AuditLog {
   /**
-   * Writes the event as the chain's next row and returns it. Synchronous: the row is committed
-   * before this returns, so an event is on disk before the response it describes leaves the
-   * process. Throws on an event that fails the schema or a database fault.
+   * Writes the event as the chain's next row and resolves with it. The row is committed before the
+   * promise resolves, so an event is in the chain before the response it describes leaves the
+   * process. Rejects on an event that fails the schema or a database fault.
    */
-  append(event: HouseholdEvent): AuditEntry;
+  append(event: HouseholdEvent): Promise<AuditEntry>;
   /** Entries with an id above `id`, in id order: the live log's history and its `Last-Event-ID` resume. */
-  after(id: number, options?: AuditQuery): readonly AuditEntry[];
+  after(id: number, options?: AuditQuery): Promise<readonly AuditEntry[]>;
   /** Every entry about one order (invoice `jti`), in id order. */
-  forOrder(orderId: string): readonly AuditEntry[];
+  forOrder(orderId: string): Promise<readonly AuditEntry[]>;
   /** The chain's last row as it is now. */
-  head(): AuditHead;
+  head(): Promise<AuditHead>;
   /**
    * Up to `limit` stored rows with an id above `id`, in id order, exactly as stored and unparsed:
    * what the checkpointer re-verifies before it signs (a row edited at rest must not be skipped).
    */
-  rows(id: number, limit: number): readonly StoredAuditRow[];
-  /** Calls `listener` with every entry this process appends from now on; returns the unsubscribe. */
-  subscribe(listener: AuditListener): () => void;
+  rows(id: number, limit: number): Promise<readonly StoredAuditRow[]>;
+  /**
+   * Calls `listener` with every entry above `after` (default: the head when the subscription
+   * starts), whichever handle on the same database appended it, in id order, each once, without
+   * gaps; returns the unsubscribe. Rows appended through this handle arrive at once; others' as
+   * the implementation learns of them (docs/scale-out.md).
+   */
+  subscribe(listener: AuditListener, options?: { readonly after?: number }): () => void;
 }
 
-const defaultLimit = 500;
-const maxLimit = 10_000;
-
-const Query = z.strictObject({
-  id: z.number().int().min(0),
-  limit: z.number().int().min(1).max(maxLimit).default(defaultLimit),
-  filter: z
-    .strictObject({
-      session: z.string().max(200).optional(),
-      orderId: z.string().max(200).optional(),
-      kind: z.string().max(200).optional(),
-      outcome: HouseholdEvent.shape.outcome.optional(),
-    })
-    .default({}),
-});
-
-const Row = z.object({
-  id: z.number().int(),
-  event: z.string(),
-  prev_hash: z.string(),
-  hash: z.string(),
-});
-
-/** The filter fields and the generated column each one matches (constants: never user text). */
-const filterColumns = { session: 'session', orderId: 'order_id', kind: 'kind', outcome: 'outcome' } as const;
-
-/** Lone UTF-16 surrogates, which JSON canonicalisation (RFC 8785) cannot encode. */
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+/** Options of {@link createSqliteAuditLog}. */
+export interface SqliteAuditLogOptions {
+  /**
+   * How often, while anyone is subscribed, the table is read for rows another process appended to
+   * the same file (default 1000 ms). Rows appended through this handle are delivered at once.
+   */
+  readonly pollMs?: number;
+  /** A poll that failed (the file went away); the next one tries again. */
+  readonly onError?: (error: unknown) => void;
+}
 
 /**
  * The audit log on the household database (migrated by `lib/store.ts`). Each append is one
  * `BEGIN IMMEDIATE` transaction that reads the head and inserts the next row, so two processes
- * sharing the file extend one chain and never fork it.
+ * sharing the file extend one chain and never fork it. better-sqlite3 is synchronous: the row is
+ * committed when the returned promise is made. Subscribers see this handle's rows at once and
+ * other processes' at the next poll.
  */
-export function createSqliteAuditLog(database: Database.Database): AuditLog {
+export function createSqliteAuditLog(database: Database.Database, options: SqliteAuditLogOptions = {}): AuditLog {
   const last = database.prepare<[], { id: number; hash: string }>(
     'SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1',
   );
@@ -110,7 +100,6 @@ export function createSqliteAuditLog(database: Database.Database): AuditLog {
   const stored = database.prepare<[number, number], StoredAuditRow>(
     'SELECT id, event, prev_hash AS prevHash, hash FROM audit_log WHERE id > ? ORDER BY id LIMIT ?',
   );
-  const listeners = new Set<AuditListener>();
 
   const write = database.transaction((event: HouseholdEvent, text: string): AuditEntry => {
     const head = last.get();
@@ -121,75 +110,60 @@ export function createSqliteAuditLog(database: Database.Database): AuditLog {
     return { id, prevHash, hash, event };
   });
 
-  const select = (id: number, options: AuditQuery): readonly AuditEntry[] => {
-    const query = Query.parse({ id, ...options });
+  const select = (id: number, query: AuditQuery): readonly AuditEntry[] => {
+    const parsed = AuditQuerySchema.parse({ id, ...query });
     const clauses = ['id > @id'];
-    const parameters: Record<string, string | number> = { id: query.id, limit: query.limit };
-    for (const [field, column] of Object.entries(filterColumns)) {
-      const value = query.filter[field as keyof typeof filterColumns];
+    const parameters: Record<string, string | number> = { id: parsed.id, limit: parsed.limit };
+    for (const [field, column] of Object.entries(auditFilterColumns)) {
+      const value = parsed.filter[field as keyof typeof auditFilterColumns];
       if (value === undefined) continue;
       clauses.push(`${column} = @${field}`);
       parameters[field] = value;
     }
     const rows = database
-      .prepare(
-        `SELECT id, event, prev_hash, hash FROM audit_log WHERE ${clauses.join(' AND ')} ORDER BY id LIMIT @limit`,
+      .prepare<Record<string, string | number>, StoredAuditRow>(
+        `SELECT id, event, prev_hash AS prevHash, hash FROM audit_log WHERE ${clauses.join(' AND ')} ORDER BY id LIMIT @limit`,
       )
       .all(parameters);
     return rows.flatMap((row) => {
-      const entry = toEntry(row);
+      const entry = toAuditEntry(row);
       // A row that no longer parses was edited outside the app: the verifier names it; readers skip it.
       return entry === undefined ? [] : [entry];
     });
   };
+  const head = (): AuditHead => {
+    const row = last.get();
+    return row === undefined ? { rowId: 0, hash: genesisHash } : { rowId: row.id, hash: row.hash };
+  };
+  const readRows = (id: number, limit: number) => stored.all(id, Math.max(1, Math.min(limit, maxAuditLimit)));
+
+  let poll: ReturnType<typeof setInterval> | undefined;
+  const feed = createAuditFeed({
+    rows: async (id, limit) => readRows(id, limit),
+    head: async () => head(),
+    onActive(active) {
+      if (active) {
+        poll = setInterval(() => feed.poke(), options.pollMs ?? 1000);
+        poll.unref();
+      } else {
+        clearInterval(poll);
+        poll = undefined;
+      }
+    },
+    ...(options.onError === undefined ? {} : { onError: options.onError }),
+  });
 
   return {
-    append(event) {
-      // The schema again at the boundary, then strings made well-formed so canonicalisation cannot
-      // refuse an event (a lone surrogate in a tool name must not keep a decision out of the log).
-      const parsed = HouseholdEvent.parse(wellFormed(HouseholdEvent.parse(event)));
+    async append(event) {
+      const parsed = appendableEvent(event);
       const entry = write.immediate(parsed, canonicalJson(parsed));
-      for (const listener of listeners) {
-        try {
-          listener(entry);
-        } catch {
-          // The row is committed; a failing reader (a closed SSE stream) must not fail the append
-          // nor starve the other readers. Readers report their own faults.
-        }
-      }
+      feed.poke();
       return entry;
     },
-    after: (id, options = {}) => select(id, options),
-    forOrder: (orderId) => select(0, { limit: maxLimit, filter: { orderId } }),
-    head() {
-      const row = last.get();
-      return row === undefined ? { rowId: 0, hash: genesisHash } : { rowId: row.id, hash: row.hash };
-    },
-    rows: (id, limit) => stored.all(id, Math.max(1, Math.min(limit, maxLimit))),
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => {
-        listeners.delete(listener);
-      };
-    },
+    after: async (id, query = {}) => select(id, query),
+    forOrder: async (orderId) => select(0, { limit: maxAuditLimit, filter: { orderId } }),
+    head: async () => head(),
+    rows: async (id, limit) => readRows(id, limit),
+    subscribe: (listener, subscription = {}) => feed.subscribe(listener, subscription.after),
   };
-}
-
-/** A stored row as an entry, or `undefined` when its bytes are not a household event. */
-function toEntry(row: unknown): AuditEntry | undefined {
-  const parsedRow = Row.safeParse(row);
-  if (!parsedRow.success) return undefined;
-  const event = HouseholdEvent.safeParse(parseJson(parsedRow.data.event));
-  if (!event.success) return undefined;
-  return { id: parsedRow.data.id, prevHash: parsedRow.data.prev_hash, hash: parsedRow.data.hash, event: event.data };
-}
-
-/** The value with every lone surrogate in its strings replaced by U+FFFD. */
-function wellFormed(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(loneSurrogate, '\uFFFD');
-  if (Array.isArray(value)) return value.map(wellFormed);
-  if (typeof value === 'object' && value !== null) {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [String(wellFormed(key)), wellFormed(item)]));
-  }
-  return value;
 }

@@ -22,7 +22,7 @@ interface Fixture {
   readonly databasePath: string;
   readonly checkpointsPath: string;
   /** Appends `count` events. */
-  append(count: number): void;
+  append(count: number): Promise<void>;
   /** Signs the head now. */
   checkpoint(): Promise<void>;
   /** Signs any claims as the admin would (a checkpoint the code would never write). */
@@ -46,10 +46,10 @@ async function fixture(): Promise<Fixture> {
     identity,
     databasePath,
     checkpointsPath,
-    append(count) {
+    async append(count) {
       for (let index = 0; index < count; index += 1) {
         sequence += 1;
-        identity.store.audit.append(event(sequence));
+        await identity.store.audit.append(event(sequence));
       }
     },
     async checkpoint() {
@@ -102,7 +102,7 @@ describe('verifyAuditChain', () => {
   it('passes an empty chain with no checkpoint, and a chain under its checkpoint', async () => {
     const chain = await fixture();
     expect(await chain.verify()).toEqual({ ok: true, rows: 0 });
-    chain.append(5);
+    await chain.append(5);
     await chain.checkpoint();
     const verdict = await chain.verify();
     expect(verdict).toMatchObject({
@@ -110,7 +110,7 @@ describe('verifyAuditChain', () => {
       rows: 5,
       checkpoint: {
         rowId: 5,
-        hash: chain.identity.store.audit.head().hash,
+        hash: (await chain.identity.store.audit.head()).hash,
         signedBy: chain.identity.household.adminDid,
       },
     });
@@ -118,15 +118,15 @@ describe('verifyAuditChain', () => {
 
   it('passes rows appended after the newest checkpoint (the next one will cover them)', async () => {
     const chain = await fixture();
-    chain.append(3);
+    await chain.append(3);
     await chain.checkpoint();
-    chain.append(2);
+    await chain.append(2);
     expect(await chain.verify()).toMatchObject({ ok: true, rows: 5, checkpoint: { rowId: 3 } });
   });
 
   it('names an edited row whose bytes are no longer canonical', async () => {
     const chain = await fixture();
-    chain.append(4);
+    await chain.append(4);
     await chain.checkpoint();
     chain.tamper((database) =>
       database
@@ -142,7 +142,7 @@ describe('verifyAuditChain', () => {
 
   it('names a row whose event is not JSON, or not a household event', async () => {
     const chain = await fixture();
-    chain.append(4);
+    await chain.append(4);
     await chain.checkpoint();
     chain.tamper((database) => {
       // The derived columns refuse text that is not JSON: the tamperer rebuilds the table without them.
@@ -167,7 +167,7 @@ describe('verifyAuditChain', () => {
 
   it('names row 1 when the chain does not start at the genesis value', async () => {
     const chain = await fixture();
-    chain.append(2);
+    await chain.append(2);
     await chain.checkpoint();
     chain.tamper((database) => {
       const prevHash = 'f'.repeat(64);
@@ -179,9 +179,9 @@ describe('verifyAuditChain', () => {
 
   it('names the earliest checkpoint that disagrees with a chain rewritten after an edit', async () => {
     const chain = await fixture();
-    chain.append(3);
+    await chain.append(3);
     await chain.checkpoint();
-    chain.append(3);
+    await chain.append(3);
     await chain.checkpoint();
     chain.tamper((database) => {
       // Row 2 edited, then every later row relinked and rehashed: consistent in itself.
@@ -204,7 +204,7 @@ describe('verifyAuditChain', () => {
 
   it('refuses every checkpoint against another admin key', async () => {
     const chain = await fixture();
-    chain.append(2);
+    await chain.append(2);
     await chain.checkpoint();
     const other = await fixture();
     expect(await chain.verify({ adminJwk: other.identity.household.adminJwk })).toMatchObject({
@@ -216,8 +216,8 @@ describe('verifyAuditChain', () => {
 
   it('refuses a line whose plain fields disagree with what is signed, and a line that is no checkpoint', async () => {
     const chain = await fixture();
-    chain.append(3);
-    const credential = await chain.sign({ rowId: 3, hash: chain.identity.store.audit.head().hash });
+    await chain.append(3);
+    const credential = await chain.sign({ rowId: 3, hash: (await chain.identity.store.audit.head()).hash });
     writeFileSync(chain.checkpointsPath, `${JSON.stringify({ rowId: 9, hash: genesisHash, credential })}\n`);
     expect(await chain.verify()).toMatchObject({
       ok: false,
@@ -230,7 +230,7 @@ describe('verifyAuditChain', () => {
 
   it('refuses two admin-signed checkpoints that disagree on one row, and a row-0 checkpoint off the genesis value', async () => {
     const chain = await fixture();
-    chain.append(2);
+    await chain.append(2);
     await chain.checkpoint();
     const conflicting = await chain.sign({ rowId: 2, hash: 'a'.repeat(64) });
     appendFileSync(
@@ -251,7 +251,7 @@ describe('verifyAuditChain', () => {
 
   it('names row 1 when the audit table was dropped', async () => {
     const chain = await fixture();
-    chain.append(1);
+    await chain.append(1);
     await chain.checkpoint();
     chain.tamper((database) => database.exec('DROP TABLE audit_log'));
     expect(await chain.verify()).toMatchObject({

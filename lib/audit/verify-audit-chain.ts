@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { z } from 'zod';
-import { checkAuditRow } from './check-audit-row';
+import type { AuditLog } from './audit-log';
+import { checkAuditRow, type StoredAuditRow } from './check-audit-row';
 import { type CheckpointStore, createFileCheckpointStore } from './checkpoint-store';
 import { genesisHash } from './hash-audit-row';
 import { createCheckpointVerifier, type VerifiedCheckpoint } from './verify-checkpoint';
@@ -10,8 +11,10 @@ export type { VerifiedCheckpoint } from './verify-checkpoint';
 
 /** What {@link verifyAuditChain} checks, and against which key. */
 export interface VerifyAuditChainOptions {
-  /** The household SQLite file; opened read-only. */
-  readonly databasePath: string;
+  /** The household SQLite file; opened read-only. Ignored when `audit` is given. */
+  readonly databasePath?: string;
+  /** The chain through its log (PostgreSQL, or any handle), read page by page: instead of `databasePath`. */
+  readonly audit?: Pick<AuditLog, 'rows'>;
   /** The checkpoints file (`audit-checkpoints.jsonl`); a missing file holds no checkpoint. Ignored when `checkpoints` is given. */
   readonly checkpointsPath?: string;
   /** The checkpoint store, when it is not the file at `checkpointsPath`. */
@@ -113,12 +116,17 @@ export async function verifyAuditChain(options: VerifyAuditChainOptions): Promis
     held.push({ witness: witness.name, checkpoint: verdict.checkpoint });
   }
 
-  const database = new Database(options.databasePath, { readonly: true, fileMustExist: true });
+  const database =
+    options.audit === undefined
+      ? new Database(options.databasePath ?? '', { readonly: true, fileMustExist: true })
+      : undefined;
   try {
     const table = database
-      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'audit_log'")
+      ?.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'audit_log'")
       .get() as { name: string } | undefined;
-    if (table === undefined) return broken(1, 'the database has no audit table (audit_log): it was dropped');
+    if (database !== undefined && table === undefined) {
+      return broken(1, 'the database has no audit table (audit_log): it was dropped');
+    }
 
     // The empty chain's checkpoint must carry the genesis value.
     const genesis = signed.get(0);
@@ -131,8 +139,11 @@ export async function verifyAuditChain(options: VerifyAuditChainOptions): Promis
     const unvouched: Array<{ atRow: number; fromRow: number; toRow: number; checkpointRow: number }> = [];
     let expectedId = 1;
     let previousHash = genesisHash;
-    const rows = database.prepare('SELECT id, event, prev_hash AS prevHash, hash FROM audit_log ORDER BY id').iterate();
-    for (const raw of rows) {
+    const rows =
+      database === undefined
+        ? pages(options.audit as Pick<AuditLog, 'rows'>)
+        : database.prepare('SELECT id, event, prev_hash AS prevHash, hash FROM audit_log ORDER BY id').iterate();
+    for await (const raw of rows) {
       const row = checkAuditRow(raw, { id: expectedId, previousHash });
       if (!row.ok) return row;
       const id = expectedId;
@@ -202,7 +213,20 @@ export async function verifyAuditChain(options: VerifyAuditChainOptions): Promis
         : { ok: true as const, rows: count, checkpoint: newest };
     return options.witnesses === undefined ? verdict : { ...verdict, witnessed };
   } finally {
-    database.close();
+    database?.close();
+  }
+}
+
+/** Every stored row of the log, in id order, a page at a time. */
+async function* pages(audit: Pick<AuditLog, 'rows'>): AsyncGenerator<StoredAuditRow> {
+  let last = 0;
+  for (;;) {
+    const rows = await audit.rows(last, 1000);
+    for (const row of rows) {
+      yield row;
+      last = row.id;
+    }
+    if (rows.length < 1000) return;
   }
 }
 

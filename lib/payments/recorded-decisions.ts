@@ -67,9 +67,10 @@ export function recordDecisions(options: {
           throw error;
         }
         if (verdict.decision === 'deny') policyDenied.add(request);
-        // Recorded, not just emitted: a decision the audit table cannot take throws here, and the
+        // Recorded, not just emitted: the row is committed before the verdict leaves; a decision the
+        // audit table cannot take rejects here, and the
         // pipeline refuses the call (fail closed) — no charge happens off the record.
-        events.record({
+        await events.record({
           ...facts(request, scopeDigest(context.principal, context.scope)),
           kind: 'policy-decision',
           outcome: verdict.decision,

@@ -29,7 +29,7 @@ export interface HouseholdApp {
   searchMode(): SearchMode;
   /** The audit page's reader: orders and their evidence chains, re-verified on each request. */
   readonly audit: OrderAudit;
-  /** The live log's source: the hash-chained audit table and the rows this process appends. */
+  /** The live log's source: the hash-chained audit table and the rows every instance appends. */
   readonly log: LogSource;
   close(): Promise<void>;
 }

@@ -67,17 +67,18 @@ export function matchesLogFilter(event: HouseholdEvent, filter: LogFilter): bool
 }
 
 /** Where a log stream starts: after `Last-Event-ID` (a reconnect), else the last {@link logBacklogRows} rows. */
-export function logResumePoint(request: Request, log: LogSource): number {
+export async function logResumePoint(request: Request, log: LogSource): Promise<number> {
   const raw = request.headers.get('last-event-id');
-  if (raw === null) return Math.max(0, log.head().rowId - logBacklogRows);
+  if (raw === null) return Math.max(0, (await log.head()).rowId - logBacklogRows);
   if (!/^\d{1,15}$/.test(raw.trim())) throw new AppHttpError(400, 'Last-Event-ID must be a non-negative event id');
   return Number(raw.trim());
 }
 
 /**
  * The live log as Server-Sent Events (SPEC §8): the rows after `afterId` that pass the filter, then
- * every new one. The subscription starts before the table is read, and a row is sent only if its id
- * is above the last one sent, so a row appended while catching up is neither lost nor sent twice.
+ * every new one, whichever instance appended it. The table is read page by page first; then the
+ * subscription starts right after the last row read, so a row appended meanwhile is neither lost
+ * nor sent twice.
  */
 export function liveLogStream(
   log: LogSource,
@@ -97,25 +98,29 @@ async function* logEntries(
   const queued: AuditEntry[] = [];
   let overflowed = false;
   let wake: (() => void) | undefined;
-  const unsubscribe = log.subscribe((entry) => {
-    if (queued.length >= maxQueuedRows) overflowed = true;
-    else queued.push(entry);
-    wake?.();
-  });
+  let unsubscribe: (() => void) | undefined;
   const onAbort = () => wake?.();
   signal.addEventListener('abort', onAbort, { once: true });
   try {
     let last = options.afterId;
-    // 1. Catch up from the table, page by page.
+    // 1. Catch up from the table, page by page, at the viewer's pace.
     for (;;) {
-      const page = log.after(last, { limit: pageRows });
+      const page = await log.after(last, { limit: pageRows });
       for (const entry of page) {
         last = entry.id;
         if (matchesLogFilter(entry.event, filter)) yield view(entry);
       }
       if (page.length < pageRows || signal.aborted) break;
     }
-    // 2. Live: rows appended since the subscription, skipping any the catch-up already sent.
+    // 2. Live: every row after the last one read, in id order, from any instance.
+    unsubscribe = log.subscribe(
+      (entry) => {
+        if (queued.length >= maxQueuedRows) overflowed = true;
+        else queued.push(entry);
+        wake?.();
+      },
+      { after: last },
+    );
     while (!signal.aborted && !overflowed) {
       const entry = queued.shift();
       if (entry === undefined) {
@@ -130,7 +135,7 @@ async function* logEntries(
       if (matchesLogFilter(entry.event, filter)) yield view(entry);
     }
   } finally {
-    unsubscribe();
+    unsubscribe?.();
     signal.removeEventListener('abort', onAbort);
   }
 }

@@ -145,6 +145,30 @@ describe('approvalRequired', () => {
     expect(await recorded(call({ invoiceId: 'a' }), context)).toEqual({ decision: 'allow' });
   });
 
+  it('waits for an async record of the allow, and refuses when it rejects, spending nothing', async () => {
+    const { gate } = fakeGate({ approvedHash: hashOf({ invoiceId: 'a' }) });
+    const store = openSqliteEvidenceStore({ path: ':memory:', capacity: 100 });
+    stores.push(store);
+    let broken = true;
+    const recorded = approvalRequired({
+      rules: [{ tool: 'pizza__cancel_order', roles: ['child'] }],
+      gate,
+      store,
+      now: () => 1_000_000,
+      // As the household's bus records it: the row is committed (or refused) after a turn of the event loop.
+      onDecision: async (record) => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (broken && record.decision === 'allow') throw new Error('audit table full');
+      },
+    });
+    expect(await recorded(call({ invoiceId: 'a' }), context)).toEqual({
+      decision: 'deny',
+      reason: 'The approval could not be recorded as spent, so the call is refused.',
+    });
+    broken = false;
+    expect(await recorded(call({ invoiceId: 'a' }), context)).toEqual({ decision: 'allow' });
+  });
+
   it('refuses an approval over other arguments, and one from another role', async () => {
     const other = fakeGate({ approvedHash: hashOf({ invoiceId: 'b' }) });
     expect(await filter(other.gate)(call({ invoiceId: 'a' }), context)).toMatchObject({

@@ -82,10 +82,11 @@ export interface ApprovalRequiredOptions {
   /** Milliseconds since the epoch. */
   readonly now?: () => number;
   /**
-   * Receives every decision. A throw on an allow (the audit chain could not take it) refuses the
-   * call and spends nothing; on a refusal it is ignored.
+   * Receives every decision. An allow waits for it (the row committed to the audit chain); a throw
+   * or rejection on an allow (the chain could not take it) refuses the call and spends nothing. On
+   * a refusal it is not waited for, and a failure is ignored.
    */
-  readonly onDecision?: (record: ApprovalDecisionRecord) => void;
+  readonly onDecision?: (record: ApprovalDecisionRecord) => unknown;
   /** Receives gate and store faults for logs. */
   readonly onError?: (error: unknown) => void;
 }
@@ -105,7 +106,7 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
   const rules = options.rules.map((rule) => ({ matches: matchNameGlob([rule.tool]), roles: rule.roles }));
   const record = (entry: ApprovalDecisionRecord) => {
     try {
-      options.onDecision?.(entry);
+      Promise.resolve(options.onDecision?.(entry)).catch(() => undefined);
     } catch {
       // A logging hook must never change a decision.
     }
@@ -190,7 +191,7 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
     }
     // 6. The allow is on the audit chain before anything is spent or sent: unrecorded, it is refused.
     try {
-      options.onDecision?.({
+      await options.onDecision?.({
         tool,
         principal,
         decision: 'allow',

@@ -118,7 +118,7 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
     mcp: createMcpEndpoint({ gateway: {} as Gateway, origin, tokens: [] }),
     adminDidDocument: { '@context': [], id: 'did:web:localhost%3A3000', verificationMethod: [] } as never,
     // An empty log and no orders: the trust surfaces have their own tests over a real store.
-    log: { after: () => [], head: () => ({ rowId: 0, hash: '' }), subscribe: () => () => undefined },
+    log: { after: async () => [], head: async () => ({ rowId: 0, hash: '' }), subscribe: () => () => undefined },
     audit: { listOrders: async () => [], auditOrder: async () => undefined },
     close: async () => undefined,
   };

@@ -25,7 +25,7 @@ afterEach(async () => {
 });
 
 let counter = 0;
-function append(overrides: Partial<HouseholdEvent> = {}) {
+async function append(overrides: Partial<HouseholdEvent> = {}) {
   counter += 1;
   return store.audit.append({
     at: new Date().toISOString(),
@@ -43,13 +43,13 @@ const get = (path: string, headers: Record<string, string> = {}) =>
 
 describe('GET /api/log/stream', () => {
   it('sends the stored rows, then live ones, each with its row id and hash', async () => {
-    const first = append();
-    append({ outcome: 'deny', message: 'refused' });
+    const first = await append();
+    await append({ outcome: 'deny', message: 'refused' });
     const response = await get('/api/log/stream');
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const reading = readEvents<Row>(response, (seen) => seen.length >= 3);
-    const live = append({ kind: 'receipt-issued', source: 'payments', outcome: 'ok' });
+    const live = await append({ kind: 'receipt-issued', source: 'payments', outcome: 'ok' });
     const rows = await reading;
     expect(rows.map(({ id }) => Number(id))).toEqual([first.id, first.id + 1, live.id]);
     expect(rows[1]?.data).toMatchObject({ id: first.id + 1, outcome: 'deny', message: 'refused' });
@@ -59,7 +59,7 @@ describe('GET /api/log/stream', () => {
   it('never shows the raw MCP session id of a row written before events named a scope digest', async () => {
     // Issue 26 item 13: such rows served the id, and whoever held /mcp's token could join that session.
     const raw = '0b9a1c3e-5d2f-4a6b-8c7d-9e0f1a2b3c4d';
-    append({ session: raw, message: 'an old /mcp decision' });
+    await append({ session: raw, message: 'an old /mcp decision' });
     const rows = await readEvents<Row>(await get('/api/log/stream'), (seen) => seen.length >= 1);
     const shown = rows[0]?.data.session;
     expect(shown).toMatch(/^legacy-[A-Za-z0-9_-]{16}$/);
@@ -71,7 +71,7 @@ describe('GET /api/log/stream', () => {
   });
 
   it('resumes after Last-Event-ID with every row exactly once while rows keep arriving', async () => {
-    for (let index = 0; index < 1200; index += 1) append();
+    for (let index = 0; index < 1200; index += 1) await append();
     // A reconnect after row 3: catching up takes several pages, and a writer keeps appending until
     // the reader is live, so rows land in pages still to read, in the page being sent, and in the
     // live queue.
@@ -83,30 +83,35 @@ describe('GET /api/log/stream', () => {
       return Number(seen.at(-1)?.id ?? 0) >= lastId;
     });
     while (received < 1500) {
-      append();
+      await append();
       await new Promise((resolve) => setImmediate(resolve));
     }
-    lastId = append().id;
-    append();
+    lastId = (await append()).id;
+    await append();
     const ids = (await reading).map(({ id }) => Number(id));
     expect(ids).toEqual(Array.from({ length: lastId - 3 }, (_, index) => index + 4));
   });
 
   it('filters by session, order, kind and outcome, live rows included', async () => {
-    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
-    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'allow' });
-    append({ session: 'session-b', orderId: 'urn:uuid:2', kind: 'policy-decision', outcome: 'deny' });
-    append({ session: 'session-a', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    await append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    await append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'allow' });
+    await append({ session: 'session-b', orderId: 'urn:uuid:2', kind: 'policy-decision', outcome: 'deny' });
+    await append({ session: 'session-a', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
     const response = await get('/api/log/stream?session=session-b&order=urn:uuid:1&kind=policy-decision&outcome=deny');
     const reading = readEvents<Row>(response, (seen) => seen.length >= 2);
-    append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'evidence-refused', outcome: 'deny' });
-    const match = append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'policy-decision', outcome: 'deny' });
+    await append({ session: 'session-b', orderId: 'urn:uuid:1', kind: 'evidence-refused', outcome: 'deny' });
+    const match = await append({
+      session: 'session-b',
+      orderId: 'urn:uuid:1',
+      kind: 'policy-decision',
+      outcome: 'deny',
+    });
     const rows = await reading;
     expect(rows.map(({ id }) => Number(id))).toEqual([1, match.id]);
   });
 
   it('a first connection starts from the most recent rows, not the whole table', async () => {
-    for (let index = 0; index < 520; index += 1) append();
+    for (let index = 0; index < 520; index += 1) await append();
     const rows = await readEvents<Row>(await get('/api/log/stream'), (seen) => seen.length >= 500);
     expect(Number(rows[0]?.id)).toBe(21);
   });

@@ -62,7 +62,7 @@ beforeAll(async () => {
       'record fulfillment',
     );
     expect(recorded.json).toEqual({ approvalId, status: 'fulfilled' });
-    rowsWhileRunning = runtime.audit.head().rowId;
+    rowsWhileRunning = (await runtime.audit.head()).rowId;
   } finally {
     await household.close();
   }
@@ -116,10 +116,10 @@ async function verdictOf(folder: string) {
 }
 
 describe('a real run', () => {
-  it('appends every event of the runtime bus, in order, from the events of the start on', () => {
+  it('appends every event of the runtime bus, in order, from the events of the start on', async () => {
     const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     try {
-      const entries = store.audit.after(0, { limit: 10_000 });
+      const entries = await store.audit.after(0, { limit: 10_000 });
       // Identity's enrollment codes are issued before the store is wired: they are held, then appended first.
       expect(entries[0]?.event.kind).toBe('enrollment-code-issued');
       expect(entries.map((entry) => entry.event)).toEqual(busEvents);
@@ -135,7 +135,7 @@ describe('a real run', () => {
     // The order's decisions are in the chain: policy, approvals, the charge.
     const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     try {
-      const kinds = new Set(store.audit.after(0, { limit: 10_000 }).map((entry) => entry.event.kind));
+      const kinds = new Set((await store.audit.after(0, { limit: 10_000 })).map((entry) => entry.event.kind));
       expect(kinds).toContain('approval-created');
       expect(kinds).toContain('approval-approved');
       expect([...kinds].some((kind) => kind.startsWith('charge'))).toBe(true);
@@ -253,7 +253,7 @@ describe('a tampered checkpoints file', () => {
     try {
       const other = await openHousehold({ store: otherStore.identity, dataDir: otherDir, adminDid: adminDocument.id });
       expect(other.adminJwk).not.toEqual(adminDocument.verificationMethod[0]?.publicKeyJwk);
-      const head = tamperedHead(folder);
+      const head = await tamperedHead(folder);
       const credential = await other.issue({
         signer: 'admin',
         type: 'AuditCheckpoint',
@@ -286,10 +286,10 @@ describe('a tampered checkpoints file', () => {
 });
 
 /** The head of a tampered copy's chain: what a tamperer would sign. */
-function tamperedHead(folder: string): { rowId: number; hash: string } {
+async function tamperedHead(folder: string): Promise<{ rowId: number; hash: string }> {
   const store = openHouseholdStore({ path: join(folder, 'household.sqlite') });
   try {
-    return store.audit.head();
+    return await store.audit.head();
   } finally {
     store.close();
   }

@@ -15,12 +15,17 @@ afterAll(async () => {
   await household?.close();
 });
 
-/** The events a step produced, read back from the audit table as soon as the step returned. */
+/**
+ * The events a step produced, read back from the audit table once the bus wrote what the step
+ * emitted (recorded decisions are in it when the step returns; emitted events follow in order).
+ */
 async function step<T>(run: () => Promise<T>): Promise<{ value: T; events: HouseholdEvent[] }> {
   const audit = household.runtime.identity.store.audit;
-  const before = audit.head().rowId;
+  await household.runtime.events.flush();
+  const before = (await audit.head()).rowId;
   const value = await run();
-  return { value, events: audit.after(before).map((entry) => entry.event) };
+  await household.runtime.events.flush();
+  return { value, events: (await audit.after(before)).map((entry) => entry.event) };
 }
 
 const kinds = (events: readonly HouseholdEvent[]) => events.map((event) => `${event.kind}:${event.outcome}`);

@@ -67,7 +67,7 @@ describe('approval_required on the shop’s cancel_order', () => {
     const again = await cancel(args);
     expect(requestOf(again).requestId).not.toBe(requestId);
     // The decision is on the audit chain with the approval it spent.
-    const rows = household.runtime.audit.after(0, { filter: { kind: 'approval-decision', outcome: 'allow' } });
+    const rows = await household.runtime.audit.after(0, { filter: { kind: 'approval-decision', outcome: 'allow' } });
     expect(rows.map((row) => row.event.approvalId)).toContain(requestId);
   });
 

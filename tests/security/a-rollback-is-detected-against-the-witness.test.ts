@@ -48,7 +48,7 @@ async function ordersTwice(
     await order(household);
     // Every checkpoint requested so far is on disk and witnessed before the second order starts.
     await household.runtime.checkpoints.checkpoint();
-    first = household.runtime.audit.head().rowId;
+    first = (await household.runtime.audit.head()).rowId;
     await order(household);
   } finally {
     await household.close();

@@ -56,7 +56,7 @@ describe('the shop witness tools and a model session', () => {
         expect(called.isError, `${tool}: ${textOf(called)}`).toBe(true);
       }
       await runtime.checkpoints.checkpoint();
-      head = runtime.audit.head().rowId;
+      head = (await runtime.audit.head()).rowId;
     } finally {
       await household.close();
     }
