@@ -19,7 +19,7 @@ import {
   postgresCallApprovalMigrations,
 } from '../../lib/postgres-call-approval-store';
 import { createPostgresIdentityStore, postgresIdentityMigrations } from '../../lib/postgres-identity-store';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 import { openPostgresPool } from '../../proxy/index';
 import { createTestDatabase, postgresAvailable } from './postgres';
 
@@ -63,7 +63,7 @@ export function householdStoreOpeners(): {
         .map((file) => readFileSync(file).toString('latin1'))
         .join('\n'),
     open: tracked(async (path) => {
-      const store = openHouseholdStore({ path });
+      const store = openSqliteHouseholdStore({ path });
       return {
         identity: store.identity,
         limits: store.limits,
