@@ -144,3 +144,8 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
   };
   return harness;
 }
+
+/** A second instance's handle on the harness's household file: its own connection. The caller closes it. */
+export function openAnotherHandle(harness: IdentityHarness): HouseholdStore {
+  return openSqliteHouseholdStore({ path: join(harness.dataDir, 'household.sqlite') });
+}
