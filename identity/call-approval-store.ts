@@ -28,11 +28,16 @@ export interface CallApprovalRecord {
 
 /**
  * Call-approval requests: their own store and table, beside (not inside) the invoice-centric
- * approvals. Transitions are compare-and-set on the status, so two racing deciders cannot both win.
+ * approvals. Transitions are compare-and-set on the status, so two racing deciders cannot both win,
+ * and a call hash has at most one open (pending or approved) request, so two instances asked for
+ * the same call at once open one request, not two windows (issue 28).
  */
 export interface CallApprovalStore {
-  /** Inserts a new request. */
-  create(record: CallApprovalRecord): Promise<void>;
+  /**
+   * Inserts a new request, or returns the open one for its call hash (`created: false`) and
+   * changes nothing. A request id already used is `IdentityError('conflict')`.
+   */
+  create(record: CallApprovalRecord): Promise<{ readonly record: CallApprovalRecord; readonly created: boolean }>;
   get(requestId: string): Promise<CallApprovalRecord | undefined>;
   /** The newest request for a call hash that is pending or approved, if any (expired or not). */
   findOpen(callHash: string): Promise<CallApprovalRecord | undefined>;

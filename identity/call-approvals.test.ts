@@ -1,7 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { callHashOf, type GatedCall } from '../proxy/index';
 import { assertCall } from '../tests/identity/call-approval-support';
-import { createIdentityHarness, type IdentityHarness, origin, rpId } from '../tests/identity/support';
+import {
+  createIdentityHarness,
+  type IdentityHarness,
+  openAnotherHandle,
+  origin,
+  rpId,
+} from '../tests/identity/support';
 import { type CallApprovals, createCallApprovals } from './call-approvals';
 import { createPasskeys } from './passkeys';
 
@@ -50,6 +56,36 @@ describe('call approvals', () => {
     expect(first.approveUrls).toEqual({ child: `${origin}/approve?as=child&request=${first.requestId}` });
     expect((await pending(gated({ invoiceId: 'inv-1' }))).requestId).toBe(first.requestId);
     expect((await pending(gated({ invoiceId: 'inv-2' }))).requestId).not.toBe(first.requestId);
+  });
+
+  it('opens one request when two instances are asked for one call at once, and every check answers with it', async () => {
+    // A second instance: its own connection on the same file, its own gate.
+    const otherStore = openAnotherHandle(harness);
+    try {
+      const other = createCallApprovals({
+        household: harness.household,
+        store: otherStore.callApprovals,
+        origin,
+        rpId,
+        clock: harness.clock.now,
+      });
+      const call = gated({ invoiceId: 'inv-race' });
+      const checks = await Promise.all(
+        Array.from({ length: 20 }, (_, index) => (index % 2 === 0 ? calls : other).gate.check(call)),
+      );
+      const ids = new Set(checks.map((check) => (check.status === 'pending' ? check.requestId : check.status)));
+      expect(ids.size).toBe(1);
+      const [requestId] = [...ids];
+      expect((await otherStore.callApprovals.listPending()).map((record) => record.requestId)).toEqual([requestId]);
+      // A check asking other roles of the same call while that one is open is refused, and creates nothing.
+      expect(await other.gate.check(gated({ invoiceId: 'inv-race' }, ['parent']))).toEqual({
+        status: 'refused',
+        reason: 'another request for this call is open; decide it first',
+      });
+      expect(await harness.householdStore.callApprovals.listPending()).toHaveLength(1);
+    } finally {
+      otherStore.close();
+    }
   });
 
   it('shows every hashed argument, read from the canonical bytes the hash covers', async () => {

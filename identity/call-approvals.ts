@@ -186,8 +186,14 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
         expiresAt: now + callApprovalLifetimeMs,
         updatedAt: now,
       };
-      await store.create(record);
-      return pendingCheck(record);
+      const opened = await store.create(record);
+      if (opened.created) return pendingCheck(record);
+      // Another check, in this instance or another, opened this hash's request first: one request
+      // per call, so the caller waits on that one when it asks for these roles, else is refused.
+      const other = opened.record;
+      if (other.status === 'pending' && required.every((role) => other.requiredRoles.includes(role)))
+        return pendingCheck(other);
+      return { status: 'refused', reason: 'another request for this call is open; decide it first' };
     },
 
     async verify(call, approval): Promise<CallApprovalProof> {

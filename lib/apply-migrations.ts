@@ -1,2 +1,2 @@
 /** The household store's migrations runner is the proxy's: one implementation for every SQLite file. */
-export { applyMigrations, type Migration } from '../proxy/index';
+export { type AppliedMigration, applyMigrations, type Migration } from '../proxy/index';

@@ -26,4 +26,19 @@ export const callApprovalMigrations: readonly Migration[] = [
       CREATE INDEX call_approvals_by_status ON call_approvals (status, created_at);
     `,
   },
+  {
+    // One open request per call hash (issue 28): two instances asked for one call at once open
+    // one request. An older duplicate, which `findOpen` never returned, is closed first.
+    version: 2,
+    sql: `
+      UPDATE call_approvals SET status = 'expired', reason = 'replaced by a newer request for the same call'
+      WHERE rowid IN (
+        SELECT rowid FROM (
+          SELECT rowid, row_number() OVER (PARTITION BY call_hash ORDER BY created_at DESC, rowid DESC) AS newer
+          FROM call_approvals WHERE status IN ('pending', 'approved')
+        ) WHERE newer > 1
+      );
+      CREATE UNIQUE INDEX call_approvals_one_open ON call_approvals (call_hash) WHERE status IN ('pending', 'approved');
+    `,
+  },
 ];

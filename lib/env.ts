@@ -5,6 +5,12 @@ import { z } from 'zod';
 export interface HouseholdEnv {
   /** `EXTENSIBLE_MCP_DATA`: the data folder (SQLite file, key file); default `./.data`. */
   readonly dataDir: string;
+  /**
+   * `DATABASE_URL`: a `postgres://…` or `postgresql://…` database the household's store lives in,
+   * shared by every instance (issue 28); absent → the SQLite file in the data folder. It may hold a
+   * password: never logged or echoed, not even when it is refused. The key file stays in the data folder.
+   */
+  readonly databaseUrl?: string;
   /** `EXTENSIBLE_MCP_ORIGIN`: where the app is served; passkeys are bound to it. Default `http://localhost:3000`. */
   readonly origin: string;
   /** The WebAuthn relying-party id: the origin's host name. */
@@ -67,8 +73,19 @@ const OriginVariable = z
     return url.protocol === 'https:' || url.hostname === 'localhost';
   }, 'must be https unless the host is localhost');
 
+/** `postgres://` or `postgresql://`; the refusal names the schemes, never the value (it may hold a password). */
+const DatabaseUrlVariable = z.string().refine((value) => {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.pathname.length > 1;
+  } catch {
+    return false;
+  }
+}, 'must be a postgres:// or postgresql:// URL naming a database (the value is not shown)');
+
 const Env = z.object({
   EXTENSIBLE_MCP_DATA: z.string().min(1).default('./.data'),
+  DATABASE_URL: z.preprocess(blankToUndefined, DatabaseUrlVariable.optional()),
   EXTENSIBLE_MCP_ORIGIN: OriginVariable,
   PIZZA_URL: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
   // A live key is refused here, before anything could reach Stripe with it.
@@ -142,6 +159,7 @@ export function readHouseholdEnv(
   const url = new URL(parsed.data.EXTENSIBLE_MCP_ORIGIN);
   return {
     dataDir: resolve(parsed.data.EXTENSIBLE_MCP_DATA),
+    ...optional('databaseUrl', parsed.data.DATABASE_URL),
     origin: url.origin,
     rpId: url.hostname,
     adminDid: `did:web:${encodeURIComponent(url.host)}`,

@@ -1,12 +1,17 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { issueEnrollmentCodes, type Role, roles, trustMerchant } from '../identity/index';
 import { runPinsCommand, signalRunningProxy } from '../proxy/index';
 import { readHouseholdEnv } from './env';
 import { householdPidTarget } from './hold-household-pid-file';
-import { openIdentity, storeFileName } from './start-identity';
-import { openHouseholdStore } from './store';
+import { migrateHouseholdStore } from './migrate-household-store';
+import { openIdentity } from './start-identity';
+import {
+  describeHouseholdStore,
+  type HouseholdStoreLocation,
+  householdStoreLocation,
+  openHouseholdStore,
+} from './store';
 
 const usage = `Usage: npm run household -- <command>
 
@@ -15,9 +20,11 @@ const usage = `Usage: npm run household -- <command>
   show-settlement-did                  print the settlement service's DID (for the shop's configuration)
   show-did-document                    print the household admin's DID document
   status                               DIDs, enrolled roles, trusted merchants
+  migrate                              apply the store's missing migrations, say what was applied, exit
   pins list|diff|accept|reject ...     review the shop's held tool definitions (pins --help)
 
-Reads EXTENSIBLE_MCP_DATA (default ./.data) and EXTENSIBLE_MCP_ORIGIN (default http://localhost:3000).`;
+Reads EXTENSIBLE_MCP_DATA (default ./.data), DATABASE_URL (the store on PostgreSQL; default the
+SQLite file in the data folder) and EXTENSIBLE_MCP_ORIGIN (default http://localhost:3000).`;
 
 /**
  * The household operator's commands (SPEC §5.3, §8): the only way besides the runtime's own setup
@@ -40,8 +47,12 @@ export async function runHouseholdCli(argv: readonly string[], print: (line: str
     print(`--role must be one of ${roles.join(', ')}`);
     return 2;
   }
+  const env = readHouseholdEnv();
+  // The one place this process chooses its store: DATABASE_URL, else the data folder's SQLite file.
+  const location = householdStoreLocation(env);
+  if (command === 'migrate') return runMigrate(location, print);
   // Opening changes nothing but a first start's setup: only rotate-codes invalidates codes.
-  const identity = await openIdentity(readHouseholdEnv());
+  const identity = await openIdentity(env, { store: await openHouseholdStore(location) });
   try {
     const store = identity.store.identity;
     switch (command) {
@@ -95,6 +106,24 @@ export async function runHouseholdCli(argv: readonly string[], print: (line: str
   }
 }
 
+/**
+ * `npm run household -- migrate` (issue 28): the configured store's missing migrations, applied
+ * once, per module in words; a second run applies nothing. Creates a missing SQLite file, as a
+ * first start would, and nothing else: no household is set up.
+ */
+async function runMigrate(location: HouseholdStoreLocation, print: (line: string) => void): Promise<number> {
+  const outcome = await migrateHouseholdStore(location);
+  print(`Migrated the household store: ${describeHouseholdStore(location)}`);
+  for (const { module, applied, version } of outcome.modules) {
+    print(
+      applied.length === 0
+        ? `  ${module}: up to date at version ${version}`
+        : `  ${module}: applied version${applied.length === 1 ? '' : 's'} ${applied.join(', ')} (now at ${version})`,
+    );
+  }
+  return 0;
+}
+
 const pinsUsage = `Usage: npm run household -- pins <command>
 
   list [--json]                    every tool's state (pinned, pending-changed, pending-new, rejected)
@@ -113,19 +142,22 @@ once, with no restart. With no app running, the decision applies at its next sta
  * creates the store: a missing file is the wrong data folder, not an empty household.
  */
 async function runHouseholdPins(argv: readonly string[], print: (line: string) => void): Promise<number> {
-  const { dataDir } = readHouseholdEnv();
-  const path = join(dataDir, storeFileName);
+  const env = readHouseholdEnv();
+  const { dataDir } = env;
+  const location = householdStoreLocation(env);
   return runPinsCommand({
     argv,
     io: { out: print, err: print },
     name: 'npm run household -- pins',
     help: pinsUsage,
-    open: (flags) => {
+    open: async (flags) => {
       if (flags.config !== undefined || flags.store !== undefined) {
         return "--config and --store are the proxy CLI's; the household store is in EXTENSIBLE_MCP_DATA";
       }
-      if (!existsSync(path)) return `no household store at ${path}: has the app run with this EXTENSIBLE_MCP_DATA?`;
-      const store = openHouseholdStore({ path });
+      if (location.kind === 'sqlite' && !existsSync(location.path)) {
+        return `no household store at ${location.path}: has the app run with this EXTENSIBLE_MCP_DATA?`;
+      }
+      const store = await openHouseholdStore(location);
       return {
         store: store.pins,
         afterDecision() {

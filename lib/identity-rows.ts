@@ -2,6 +2,8 @@ import { z } from 'zod';
 import type {
   ApprovalRecord,
   ApprovalStatus,
+  CallApprovalRecord,
+  CallApprovalStatus,
   CeremonyRecord,
   EnrollmentCodeRecord,
   MerchantRecord,
@@ -248,4 +250,65 @@ export function toMerchant(row: unknown): MerchantRecord {
     publicKeyJwk: parsed.public_key_jwk,
     trustedAt: parsed.trusted_at,
   };
+}
+
+const callApprovalStatusSchema = z.enum([
+  'pending',
+  'approved',
+  'declined',
+  'expired',
+  'used',
+]) satisfies z.ZodType<CallApprovalStatus>;
+
+const callApprovalRow = z.object({
+  request_id: z.string(),
+  tool: z.string(),
+  call: z.string(),
+  call_hash: z.string(),
+  required_roles: jsonColumn(z.array(roleSchema)),
+  approvals: jsonColumn(z.partialRecord(roleSchema, z.string())),
+  status: callApprovalStatusSchema,
+  reason: z.string().nullable(),
+  created_at: z.number(),
+  expires_at: z.number(),
+  updated_at: z.number(),
+});
+
+/** The `call_approvals` columns every select reads, in both stores (PostgreSQL casts its BIGINTs). */
+export const callApprovalColumnNames =
+  'request_id, tool, call, call_hash, required_roles, approvals, status, reason, created_at, expires_at, updated_at';
+
+/** Decodes a `call_approvals` row. */
+export function toCallApproval(raw: unknown): CallApprovalRecord {
+  const parsed = callApprovalRow.parse(raw);
+  return {
+    requestId: parsed.request_id,
+    tool: parsed.tool,
+    call: parsed.call,
+    callHash: parsed.call_hash,
+    requiredRoles: parsed.required_roles,
+    approvals: parsed.approvals,
+    status: parsed.status,
+    ...(parsed.reason === null ? {} : { reason: parsed.reason }),
+    createdAt: parsed.created_at,
+    expiresAt: parsed.expires_at,
+    updatedAt: parsed.updated_at,
+  };
+}
+
+/** A call-approval request's values in column order ({@link callApprovalColumnNames}), JSON columns as text. */
+export function callApprovalParameters(record: CallApprovalRecord): unknown[] {
+  return [
+    record.requestId,
+    record.tool,
+    record.call,
+    record.callHash,
+    JSON.stringify(record.requiredRoles),
+    JSON.stringify(record.approvals),
+    record.status,
+    record.reason ?? null,
+    record.createdAt,
+    record.expiresAt,
+    record.updatedAt,
+  ];
 }

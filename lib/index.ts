@@ -74,7 +74,14 @@ export {
   startIdentity,
   storeFileName,
 } from './start-identity';
-export { type HouseholdStore, type HouseholdStoreOptions, openHouseholdStore } from './store';
+export {
+  describeHouseholdStore,
+  type HouseholdStore,
+  type HouseholdStoreLocation,
+  householdStoreLocation,
+  openHouseholdStore,
+  openSqliteHouseholdStore,
+} from './store';
 export { appRoute, identityRoute, mcpRoute, type RouteHandler } from './web/app-route';
 export {
   chatEventStream,

@@ -27,9 +27,8 @@ import {
   singleUseFilter,
 } from '../proxy/index';
 import { approvalDecisionEvent } from './approval-decision-event';
-import { type AuditCheckpoints, auditCheckpointsFileName, createAuditCheckpoints } from './audit/audit-checkpoints';
+import { type AuditCheckpoints, createAuditCheckpoints } from './audit/audit-checkpoints';
 import type { AuditLog } from './audit/audit-log';
-import { createFileCheckpointStore } from './audit/checkpoint-store';
 import { createShopWitness, shopWitnessEndpoint } from './audit/shop-witness';
 import { createFileWitness, type Witness } from './audit/witness';
 import type { HouseholdEnv } from './env';
@@ -45,6 +44,7 @@ import { createSettlement, type Settlement } from './payments/settlement';
 import { createStripeRail } from './payments/stripe-rail';
 import { shippedShopSpec, shopPinsFile } from './shop-pins';
 import { type StartedIdentity, startIdentity } from './start-identity';
+import { householdStoreLocation, openHouseholdStore } from './store';
 
 /** Options of {@link startHouseholdRuntime}; everything but `env` has a production default. */
 export interface RuntimeOptions {
@@ -144,7 +144,10 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   if (options.onEvent) events.subscribe(options.onEvent);
   let identity: StartedIdentity;
   try {
+    // The one place this process chooses its store: DATABASE_URL, else the data folder's SQLite file.
+    const store = await openHouseholdStore(householdStoreLocation(env));
     identity = await startIdentity(env, {
+      store,
       clock,
       events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
     });
@@ -152,6 +155,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     failed(new Error('the household did not start, so its events have no audit table', { cause: error }));
     throw error;
   }
+  const { store } = identity;
   let gateway: Gateway | undefined;
   let checkpoints: AuditCheckpoints | undefined;
   const witnesses = options.witnesses ?? defaultWitnesses(env, identity, options.shop === undefined, logger);
@@ -167,7 +171,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     checkpoints = createAuditCheckpoints({
       audit,
       household: identity.household,
-      store: createFileCheckpointStore(join(env.dataDir, auditCheckpointsFileName)),
+      store: store.checkpoints,
       inherited,
       witnesses,
       ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),
@@ -187,7 +191,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     void checkpoints.checkpoint();
     if (env.settlementDidFile !== undefined) await publishSettlementDid(env.settlementDidFile, identity);
     const { household } = identity;
-    const store = identity.store;
     const rail =
       options.rail ??
       (env.stripeSecretKey === undefined

@@ -1,64 +1,26 @@
 import type Database from 'better-sqlite3';
-import { z } from 'zod';
+import { type CallApprovalRecord, type CallApprovalStore, IdentityError } from '../identity/index';
 import {
-  type CallApprovalRecord,
-  type CallApprovalStatus,
-  type CallApprovalStore,
-  IdentityError,
-} from '../identity/index';
-import { jsonColumn, roleSchema } from './identity-rows';
+  callApprovalParameters,
+  callApprovalColumnNames as columns,
+  roleSchema,
+  toCallApproval,
+} from './identity-rows';
 
-const statusSchema = z.enum([
-  'pending',
-  'approved',
-  'declined',
-  'expired',
-  'used',
-]) satisfies z.ZodType<CallApprovalStatus>;
-
-const row = z.object({
-  request_id: z.string(),
-  tool: z.string(),
-  call: z.string(),
-  call_hash: z.string(),
-  required_roles: jsonColumn(z.array(roleSchema)),
-  approvals: jsonColumn(z.partialRecord(roleSchema, z.string())),
-  status: statusSchema,
-  reason: z.string().nullable(),
-  created_at: z.number(),
-  expires_at: z.number(),
-  updated_at: z.number(),
-});
-
-function toRecord(raw: unknown): CallApprovalRecord {
-  const parsed = row.parse(raw);
-  return {
-    requestId: parsed.request_id,
-    tool: parsed.tool,
-    call: parsed.call,
-    callHash: parsed.call_hash,
-    requiredRoles: parsed.required_roles,
-    approvals: parsed.approvals,
-    status: parsed.status,
-    ...(parsed.reason === null ? {} : { reason: parsed.reason }),
-    createdAt: parsed.created_at,
-    expiresAt: parsed.expires_at,
-    updatedAt: parsed.updated_at,
-  };
-}
+/** How often `create` tries again when the open request it lost to closed before it could read it. */
+const createAttempts = 3;
 
 /**
  * Call-approval requests on the household SQLite file (table `call_approvals`, migrated by
- * `lib/store.ts`). Every change a race could double is one UPDATE guarded by the status, so the
+ * `lib/store.ts`). Every change a race could double is one statement: a request is inserted only
+ * where the partial unique index finds no open request for its call hash (`ON CONFLICT DO
+ * NOTHING`), and approvals and decisions are one UPDATE guarded by the status, so the
  * compare-and-set holds across processes sharing the file. Driver faults become
  * `IdentityError('store-failed')` with the cause kept.
  */
 export function createSqliteCallApprovalStore(database: Database.Database): CallApprovalStore {
-  const columns =
-    'request_id, tool, call, call_hash, required_roles, approvals, status, reason, created_at, expires_at, updated_at';
   const insert = database.prepare(
-    `INSERT INTO call_approvals (${columns})
-     VALUES (@requestId, @tool, @call, @callHash, @requiredRoles, @approvals, @status, @reason, @createdAt, @expiresAt, @updatedAt)`,
+    `INSERT INTO call_approvals (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
   );
   const get = database.prepare<[string]>(`SELECT ${columns} FROM call_approvals WHERE request_id = ?`);
   const findOpen = database.prepare<[string]>(
@@ -76,34 +38,31 @@ export function createSqliteCallApprovalStore(database: Database.Database): Call
     `UPDATE call_approvals SET status = @to, updated_at = @now, reason = COALESCE(@reason, reason)
      WHERE request_id = @requestId AND status IN (SELECT value FROM json_each(@from))`,
   );
+  const create = (record: CallApprovalRecord) => {
+    for (let attempt = 0; attempt < createAttempts; attempt += 1) {
+      if (insert.run(...callApprovalParameters(record)).changes === 1) return { record, created: true };
+      const open = findOpen.get(record.callHash);
+      if (open !== undefined) return { record: toCallApproval(open), created: false };
+      if (get.get(record.requestId) !== undefined) {
+        throw new IdentityError('conflict', `call-approval request id ${record.requestId} is already used`);
+      }
+      // The open request this insert lost to was closed before it could be read: try again.
+    }
+    throw new IdentityError('conflict', 'the open request for this call kept changing; ask again');
+  };
   return {
-    create: (record) =>
-      guarded('create', () => {
-        insert.run({
-          requestId: record.requestId,
-          tool: record.tool,
-          call: record.call,
-          callHash: record.callHash,
-          requiredRoles: JSON.stringify(record.requiredRoles),
-          approvals: JSON.stringify(record.approvals),
-          status: record.status,
-          reason: record.reason ?? null,
-          createdAt: record.createdAt,
-          expiresAt: record.expiresAt,
-          updatedAt: record.updatedAt,
-        });
-      }),
+    create: (record) => guarded('create', () => create(record)),
     get: (requestId) =>
       guarded('get', () => {
         const found = get.get(requestId);
-        return found === undefined ? undefined : toRecord(found);
+        return found === undefined ? undefined : toCallApproval(found);
       }),
     findOpen: (callHash) =>
       guarded('findOpen', () => {
         const found = findOpen.get(callHash);
-        return found === undefined ? undefined : toRecord(found);
+        return found === undefined ? undefined : toCallApproval(found);
       }),
-    listPending: () => guarded('listPending', () => listPending.all().map(toRecord)),
+    listPending: () => guarded('listPending', () => listPending.all().map(toCallApproval)),
     addApproval: (requestId, role, credential, now) =>
       guarded(
         'addApproval',

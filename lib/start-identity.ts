@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import {
   type Approvals,
   type CallApprovals,
@@ -15,7 +14,7 @@ import {
   roles,
 } from '../identity/index';
 import type { HouseholdEnv } from './env';
-import { type HouseholdStore, openHouseholdStore } from './store';
+import type { HouseholdStore } from './store';
 
 /** The household's identity side, open: its store, household, approvals and passkeys. */
 export interface OpenIdentity {
@@ -41,21 +40,27 @@ export interface StartedIdentity extends OpenIdentity {
 
 /** What identity is started with besides the environment. */
 export interface IdentityOptions {
+  /**
+   * The household's store, opened by the process's composition root (`openHouseholdStore` on
+   * `householdStoreLocation(env)`): identity never chooses it. Identity owns it from here: its
+   * `close` closes the store, and so does a failed open.
+   */
+  readonly store: HouseholdStore;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
 }
 
-/** File name of the household database inside the data folder. */
-export const storeFileName = 'household.sqlite';
+export { storeFileName } from './store';
 
 /**
- * Opens identity on the data folder: the one SQLite file and the household (set up on first
- * start, unchanged after), with approvals and passkeys bound to the configured origin.
+ * Opens identity on the store it is given: the household (set up on first start, unchanged after;
+ * its sealing key in the data folder, never in the store), with approvals and passkeys bound to
+ * the configured origin.
  */
-export async function openIdentity(env: HouseholdEnv, options: IdentityOptions = {}): Promise<OpenIdentity> {
+export async function openIdentity(env: HouseholdEnv, options: IdentityOptions): Promise<OpenIdentity> {
   const clock = options.clock ?? (() => new Date());
   const events = options.events ?? (() => {});
-  const store = openHouseholdStore({ path: join(env.dataDir, storeFileName) });
+  const { store } = options;
   try {
     const household = await openHousehold({
       store: store.identity,
@@ -98,7 +103,7 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions =
  * of several starts at once exactly one issues each role's code. The caller prints the codes to
  * the terminal; the event sink records only that a code was issued.
  */
-export async function startIdentity(env: HouseholdEnv, options: IdentityOptions = {}): Promise<StartedIdentity> {
+export async function startIdentity(env: HouseholdEnv, options: IdentityOptions): Promise<StartedIdentity> {
   const identity = await openIdentity(env, options);
   try {
     const codes = await issueEnrollmentCodes({

@@ -12,7 +12,7 @@ import type {
   SessionRecord,
 } from '../identity/index';
 import { identityMigrations } from './identity-migrations';
-import { type HouseholdStore, openHouseholdStore } from './store';
+import { type HouseholdStore, openSqliteHouseholdStore } from './store';
 
 const folders: string[] = [];
 const stores: HouseholdStore[] = [];
@@ -26,13 +26,13 @@ function fresh(): { store: HouseholdStore; path: string; folder: string } {
   const folder = mkdtempSync(join(tmpdir(), 'household-store-'));
   folders.push(folder);
   const path = join(folder, 'data', 'household.sqlite');
-  const store = openHouseholdStore({ path });
+  const store = openSqliteHouseholdStore({ path });
   stores.push(store);
   return { store, path, folder };
 }
 
 function reopen(path: string): HouseholdStore {
-  const store = openHouseholdStore({ path });
+  const store = openSqliteHouseholdStore({ path });
   stores.push(store);
   return store;
 }
@@ -95,7 +95,7 @@ describe('openHouseholdStore: the file', () => {
     expect(statSync(join(path, '..')).mode & 0o777).toBe(0o700);
     expect(statSync(path).mode & 0o777).toBe(0o600);
     expect(statSync(`${path}-wal`).mode & 0o777).toBe(0o600);
-    expect(store.path).toBe(path);
+    expect(store.location).toStrictEqual({ kind: 'sqlite', path });
   });
 
   it('tightens an existing file to 0600', () => {
@@ -105,7 +105,7 @@ describe('openHouseholdStore: the file', () => {
     // An empty file is a valid empty SQLite database.
     writeFileSync(path, '', { mode: 0o644 });
     chmodSync(path, 0o644);
-    stores.push(openHouseholdStore({ path }));
+    stores.push(openSqliteHouseholdStore({ path }));
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
@@ -164,7 +164,7 @@ describe('openHouseholdStore: the file', () => {
     database.prepare("INSERT INTO schema_migrations (module, version, applied_at) VALUES ('identity', 999, 0)").run();
     database.close();
     const known = identityMigrations.at(-1)?.version;
-    expect(() => openHouseholdStore({ path })).toThrow(
+    expect(() => openSqliteHouseholdStore({ path })).toThrow(
       expect.objectContaining({
         name: 'IdentityError',
         code: 'store-failed',

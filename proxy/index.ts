@@ -122,6 +122,7 @@ export {
   runPinsCommand,
   seedPins,
 } from './pins/index';
+export { createPostgresPinStore, postgresPinStoreMigrations } from './pins/postgres-pin-store';
 export {
   createHostBuiltins,
   createPostgresEvidenceStore,
@@ -159,7 +160,7 @@ export {
   singleUseFilter,
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
-export { applyMigrations, type Migration } from './store/apply-migrations';
+export { type AppliedMigration, applyMigrations, type Migration } from './store/apply-migrations';
 export { applyPostgresMigrations, inTransaction } from './store/apply-postgres-migrations';
 export { openPostgresPool, type PostgresPoolOptions } from './store/open-postgres-pool';
 export {

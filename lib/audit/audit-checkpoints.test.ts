@@ -5,7 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createCredentialVerifier, householdKeys, type IssueRequest } from '../../identity/index';
 import { readHouseholdEnv } from '../env';
 import type { HouseholdEvent } from '../events';
-import { type OpenIdentity, openIdentity } from '../start-identity';
+import { type OpenIdentity, openIdentity, storeFileName } from '../start-identity';
+import { openSqliteHouseholdStore } from '../store';
 import { auditCheckpointsFileName, createAuditCheckpoints } from './audit-checkpoints';
 
 const folders: string[] = [];
@@ -18,7 +19,9 @@ afterEach(() => {
 async function household(): Promise<{ identity: OpenIdentity; path: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'audit-checkpoints-'));
   folders.push(dataDir);
-  const identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }));
+  const identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }), {
+    store: openSqliteHouseholdStore({ path: join(dataDir, storeFileName) }),
+  });
   opened.push(identity);
   return { identity, path: join(dataDir, auditCheckpointsFileName) };
 }

@@ -17,7 +17,7 @@ import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../.
 import { readHouseholdEnv } from '../env';
 import type { HouseholdEvent } from '../events';
 import { type OpenIdentity, openIdentity } from '../start-identity';
-import { openHouseholdStore } from '../store';
+import { householdStoreLocation, openHouseholdStore, openSqliteHouseholdStore } from '../store';
 import { createAuditCheckpoints } from './audit-checkpoints';
 import { type AuditEntry, type AuditLog, createSqliteAuditLog } from './audit-log';
 import { createFileCheckpointStore } from './checkpoint-store';
@@ -41,7 +41,8 @@ const folder = (prefix: string) => {
 /** The household whose admin signs the checkpoints the verifier checks. */
 let identity: OpenIdentity;
 beforeAll(async () => {
-  identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: mkdtempSync(join(tmpdir(), 'audit-admin-')) }));
+  const env = readHouseholdEnv({ EXTENSIBLE_MCP_DATA: mkdtempSync(join(tmpdir(), 'audit-admin-')) });
+  identity = await openIdentity(env, { store: await openHouseholdStore(householdStoreLocation(env)) });
 });
 afterAll(() => identity?.close());
 
@@ -58,7 +59,7 @@ const implementations: Record<
   sqlite: {
     location: async () => {
       const path = join(folder('audit-contract-'), 'household.sqlite');
-      openHouseholdStore({ path }).close();
+      openSqliteHouseholdStore({ path }).close();
       return path;
     },
     open: async (path) => {

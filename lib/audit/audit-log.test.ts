@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HouseholdEvent } from '../events';
-import { type HouseholdStore, openHouseholdStore } from '../store';
+import { type HouseholdStore, openSqliteHouseholdStore } from '../store';
 import type { AuditEntry } from './audit-log';
 import { canonicalJson, genesisHash, hashAuditRow } from './hash-audit-row';
 
@@ -23,7 +23,7 @@ function fresh(): { store: HouseholdStore; path: string } {
 }
 
 function open(path: string): HouseholdStore {
-  const store = openHouseholdStore({ path });
+  const store = openSqliteHouseholdStore({ path });
   stores.push(store);
   return store;
 }

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type HouseholdEnv, readHouseholdEnv } from '../env';
 import { type OpenIdentity, openIdentity, storeFileName } from '../start-identity';
+import { openHouseholdStore } from '../store';
 import { auditCheckpointsFileName } from './audit-checkpoints';
 import { createShopWitness, shopWitnessEndpoint } from './shop-witness';
 import { verifyAuditChain } from './verify-audit-chain';
@@ -59,7 +60,7 @@ export async function runAuditVerify(argv: readonly string[], print: (line: stri
     return 1;
   }
   // The admin's key, as the household pinned it (the same document /.well-known/did.json serves).
-  const identity = await openIdentity(env);
+  const identity = await openIdentity(env, { store: await openHouseholdStore({ kind: 'sqlite', path: databasePath }) });
   const { adminDid, adminJwk } = identity.household;
   let witnesses: Witness[];
   try {

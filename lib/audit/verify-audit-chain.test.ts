@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readHouseholdEnv } from '../env';
 import type { HouseholdEvent } from '../events';
 import { type OpenIdentity, openIdentity, storeFileName } from '../start-identity';
+import { openSqliteHouseholdStore } from '../store';
 import { auditCheckpointsFileName, createAuditCheckpoints } from './audit-checkpoints';
 import { canonicalJson, genesisHash, hashAuditRow } from './hash-audit-row';
 import { verifyAuditChain } from './verify-audit-chain';
@@ -35,7 +36,9 @@ interface Fixture {
 async function fixture(): Promise<Fixture> {
   const dataDir = mkdtempSync(join(tmpdir(), 'verify-audit-'));
   folders.push(dataDir);
-  const identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }));
+  const identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }), {
+    store: openSqliteHouseholdStore({ path: join(dataDir, storeFileName) }),
+  });
   opened.push(identity);
   const databasePath = join(dataDir, storeFileName);
   const checkpointsPath = join(dataDir, auditCheckpointsFileName);

@@ -8,18 +8,26 @@ export interface Migration {
   readonly sql: string;
 }
 
+/** One step a migration run applied: which module, at which version. */
+export interface AppliedMigration {
+  readonly module: string;
+  readonly version: number;
+}
+
 /**
  * Brings each module's tables up to the newest version this code knows (SPEC §2: versioned
  * migrations per module). Every missing migration runs with its `schema_migrations` row in one
  * `BEGIN IMMEDIATE` transaction, so a failing step leaves nothing half-applied and two processes
  * opening the file at once cannot both apply it. A database whose recorded version for a module
  * is newer than the code knows is refused: older code must not write a schema it does not
- * understand. Throws `Error`; the opener wraps it.
+ * understand. Returns the steps this run applied (none when another process had). Throws
+ * `Error`; the opener wraps it.
  */
 export function applyMigrations(
   database: Database.Database,
   migrations: Readonly<Record<string, readonly Migration[]>>,
-): void {
+): readonly AppliedMigration[] {
+  const steps: AppliedMigration[] = [];
   database.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     module TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -49,10 +57,12 @@ export function applyMigrations(
           if (applied.get(module, migration.version) !== undefined) return;
           database.exec(migration.sql);
           record.run(module, migration.version, Date.now());
+          steps.push({ module, version: migration.version });
         })
         .immediate();
     }
   }
+  return steps;
 }
 
 /** Throws when a module's migrations are not strictly increasing positive integers (shared with PostgreSQL's runner). */

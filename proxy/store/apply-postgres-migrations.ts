@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { assertOrdered, type Migration, refuseNewer } from './apply-migrations';
+import { type AppliedMigration, assertOrdered, type Migration, refuseNewer } from './apply-migrations';
 
 /**
  * The advisory lock key every instance takes to migrate (a constant, so all code versions agree):
@@ -14,13 +14,14 @@ export const migrationLockKey = '7308607103741815143';
  * an empty database take turns instead of racing on `CREATE TABLE`; the second finds every step
  * recorded and does nothing. Each missing step runs with its `schema_migrations` row in one
  * transaction (PostgreSQL's DDL is transactional), so a failing step leaves nothing half-applied.
- * A database whose recorded version of a module is newer than the code knows is refused. Throws
- * `Error`; the opener wraps it.
+ * A database whose recorded version of a module is newer than the code knows is refused. Returns
+ * the steps this run applied (none when another instance had). Throws `Error`; the opener wraps it.
  */
 export async function applyPostgresMigrations(
   pool: pg.Pool,
   migrations: Readonly<Record<string, readonly Migration[]>>,
-): Promise<void> {
+): Promise<readonly AppliedMigration[]> {
+  const steps: AppliedMigration[] = [];
   // 1. Every list well formed before anything touches the database.
   for (const [module, list] of Object.entries(migrations)) assertOrdered(module, list);
   const client = await pool.connect();
@@ -54,11 +55,13 @@ export async function applyPostgresMigrations(
               Date.now(),
             ]);
           });
+          steps.push({ module, version: migration.version });
         }
       }
     } finally {
       await client.query('SELECT pg_advisory_unlock($1::bigint)', [migrationLockKey]);
     }
+    return steps;
   } catch (error) {
     broken = error;
     throw error;

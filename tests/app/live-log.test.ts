@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GET as stream } from '../../app/api/log/stream/route';
 import type { HouseholdEvent } from '../../lib/events';
-import { type HouseholdStore, openHouseholdStore, setHouseholdApp } from '../../lib/index';
+import { type HouseholdStore, openSqliteHouseholdStore, setHouseholdApp } from '../../lib/index';
 import { createFakeApp, createFakeChat, readEvents, request } from './fake-chat';
 
 // The live log (SPEC §8) over a real audit table: backlog, live rows, filters, and a reconnect
@@ -15,7 +15,7 @@ let folder: string;
 let store: HouseholdStore;
 beforeEach(async () => {
   folder = await mkdtemp(join(tmpdir(), 'live-log-'));
-  store = openHouseholdStore({ path: join(folder, 'household.sqlite') });
+  store = openSqliteHouseholdStore({ path: join(folder, 'household.sqlite') });
   setHouseholdApp({ ...createFakeApp(createFakeChat()), log: store.audit });
 });
 afterEach(async () => {

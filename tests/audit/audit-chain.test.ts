@@ -8,7 +8,7 @@ import { createVeramoVerifier, type DidDocument, openHousehold } from '../../ide
 import { auditCheckpointsFileName } from '../../lib/audit/audit-checkpoints';
 import { verifyAuditChain } from '../../lib/audit/verify-audit-chain';
 import type { HouseholdEvent } from '../../lib/events';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 import { startTestHousehold } from '../payments/household';
 import { textOf } from '../proxy/helpers';
 import {
@@ -117,7 +117,7 @@ async function verdictOf(folder: string) {
 
 describe('a real run', () => {
   it('appends every event of the runtime bus, in order, from the events of the start on', async () => {
-    const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+    const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     try {
       const entries = await store.audit.after(0, { limit: 10_000 });
       // Identity's enrollment codes are issued before the store is wired: they are held, then appended first.
@@ -133,7 +133,7 @@ describe('a real run', () => {
   it('records the whole order, and audit:verify passes with every row under the shutdown checkpoint', async () => {
     expect(rows).toBeGreaterThan(10);
     // The order's decisions are in the chain: policy, approvals, the charge.
-    const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+    const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     try {
       const kinds = new Set((await store.audit.after(0, { limit: 10_000 })).map((entry) => entry.event.kind));
       expect(kinds).toContain('approval-created');
@@ -249,7 +249,7 @@ describe('a tampered checkpoints file', () => {
     const folder = tampered((database) => editAndRecompute(database, 2));
     const otherDir = mkdtempSync(join(tmpdir(), 'audit-other-admin-'));
     folders.push(otherDir);
-    const otherStore = openHouseholdStore({ path: join(otherDir, 'household.sqlite') });
+    const otherStore = openSqliteHouseholdStore({ path: join(otherDir, 'household.sqlite') });
     try {
       const other = await openHousehold({ store: otherStore.identity, dataDir: otherDir, adminDid: adminDocument.id });
       expect(other.adminJwk).not.toEqual(adminDocument.verificationMethod[0]?.publicKeyJwk);
@@ -287,7 +287,7 @@ describe('a tampered checkpoints file', () => {
 
 /** The head of a tampered copy's chain: what a tamperer would sign. */
 async function tamperedHead(folder: string): Promise<{ rowId: number; hash: string }> {
-  const store = openHouseholdStore({ path: join(folder, 'household.sqlite') });
+  const store = openSqliteHouseholdStore({ path: join(folder, 'household.sqlite') });
   try {
     return await store.audit.head();
   } finally {

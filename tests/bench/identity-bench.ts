@@ -14,7 +14,7 @@ import {
   verifyAssertionWithSimpleWebAuthn,
   verifyOrderApproval,
 } from '../../identity/index';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 import { measure, measureInterleaved } from './measure';
 
 interface Fixture {
@@ -80,7 +80,7 @@ export async function identityBench(): Promise<Record<string, unknown>> {
 
   // Issuing: the member's key opens from the sealed store and Veramo signs, as every approval does.
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-identity-'));
-  const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+  const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
   try {
     const household = await openHousehold({ store: store.identity, dataDir });
     const passkey = JSON.parse(Buffer.from(order.childApproval.split('.')[1] ?? '', 'base64url').toString('utf8')).vc

@@ -14,7 +14,7 @@ import {
   householdKeys,
   openHousehold,
 } from '../../identity/index';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 
 // Both verifiers see the same credentials — Veramo's own output and tokens signed by jose, an
 // implementation this project does not control — and must agree on every one.
@@ -33,7 +33,7 @@ const seconds = Math.floor(now.getTime() / 1000);
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'emcp-credentials-'));
-  const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+  const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
   close = () => store.close();
   household = await openHousehold({ store: store.identity, dataDir });
   verifiers = {

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import { trustMerchant } from '../../identity/index';
-import { readHouseholdEnv, startIdentity } from '../../lib/index';
+import { householdStoreLocation, openHouseholdStore, readHouseholdEnv, startIdentity } from '../../lib/index';
 import { loadOrCreateMerchantKey } from '../../shop-agent/index';
 import { signCredential } from '../../shop-agent/sign-credential';
 import { createSoftwareAuthenticator } from './software-authenticator';
@@ -16,7 +16,7 @@ import { createSoftwareAuthenticator } from './software-authenticator';
 const [dataDir] = process.argv.slice(2);
 if (!dataDir) throw new Error('usage: household-child <data folder>');
 const env = readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir });
-const identity = await startIdentity(env);
+const identity = await startIdentity(env, { store: await openHouseholdStore(householdStoreLocation(env)) });
 const merchant = await loadOrCreateMerchantKey(join(dataDir, 'shop'));
 await trustMerchant(identity.store.identity.merchants, { did: merchant.did, name: 'Pizza Shop', now: new Date() });
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkEnrollmentCode, createCredentialVerifier, householdKeys } from '../../identity/index';
-import { openIdentity, readHouseholdEnv } from '../../lib/index';
+import { householdStoreLocation, openHouseholdStore, openIdentity, readHouseholdEnv } from '../../lib/index';
 
 // A crash at any step loses no approval (SPEC §10.10): one process sets up the household, enrols
 // the child's passkey and half-approves a $15 order, then exits with no shutdown step; a new
@@ -36,7 +36,8 @@ describe('the household after a restart', () => {
     folders.push(dataDir);
     const before = await runChild(dataDir);
 
-    const identity = await openIdentity(readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir }));
+    const env = readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir });
+    const identity = await openIdentity(env, { store: await openHouseholdStore(householdStoreLocation(env)) });
     try {
       const { household, store, approvals, passkeys } = identity;
       expect({

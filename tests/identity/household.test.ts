@@ -11,7 +11,7 @@ import {
   openHousehold,
   roles,
 } from '../../identity/index';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 
 const folders: string[] = [];
 afterEach(async () => {
@@ -25,7 +25,7 @@ async function dataFolder(): Promise<string> {
 }
 
 async function open(dataDir: string) {
-  const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+  const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
   const household = await openHousehold({ store: store.identity, dataDir });
   return { store, household };
 }
@@ -113,7 +113,7 @@ describe('household setup', () => {
     expect((await stat(join(dataDir, keyFileName))).mode & 0o777).toBe(0o600);
 
     // The private keys, recovered through Veramo's own key store with the key file present.
-    const reopened = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+    const reopened = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     const { KeyManagementSystem, SecretBox } = await import('@veramo/kms-local');
     const { veramoStores } = await import('../../identity/veramo-stores');
     const secret = (await readFile(join(dataDir, keyFileName), 'utf8')).trim();
@@ -165,7 +165,7 @@ describe('household setup', () => {
   it('refuses a data folder set up for another household DID', async () => {
     const dataDir = await dataFolder();
     (await open(dataDir)).store.close();
-    const store = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+    const store = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
     await expect(
       openHousehold({ store: store.identity, dataDir, adminDid: 'did:web:shop.example' }),
     ).rejects.toMatchObject({ code: 'household-invalid' });

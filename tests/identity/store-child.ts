@@ -14,7 +14,7 @@ import type {
   RecordKind,
   SessionRecord,
 } from '../../identity/index';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 
 /** What the parent asks this process to write in one go. */
 export interface WriteSet {
@@ -36,7 +36,7 @@ type Command = z.infer<typeof commandSchema>;
 
 const [path] = process.argv.slice(2);
 if (!path) throw new Error('usage: store-child <household.sqlite>');
-const store = openHouseholdStore({ path });
+const store = openSqliteHouseholdStore({ path });
 const { identity } = store;
 
 async function run(command: Command): Promise<unknown> {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 import type { WriteSet } from './store-child';
 
 /**
@@ -124,7 +124,7 @@ describe('household store across processes', () => {
     expect(await reply(writer)).toEqual({ result: true });
     expect(await writer.stop()).toBe(0);
 
-    const store = openHouseholdStore({ path });
+    const store = openSqliteHouseholdStore({ path });
     try {
       const { identity } = store;
       for (const record of set.records) {
@@ -146,7 +146,7 @@ describe('household store across processes', () => {
 
   it(`two processes racing consumeCode and updateCounter on one file: exactly one wins (${ROUNDS} rounds each)`, async () => {
     const path = freshPath();
-    const store = openHouseholdStore({ path });
+    const store = openSqliteHouseholdStore({ path });
     const children = [startChild(path), startChild(path)];
     try {
       // Barrier: both stores are open before either process makes its first attempt.

@@ -13,7 +13,7 @@ import type { IdentityEvent } from '../../identity/events';
 import { type Household, openHousehold } from '../../identity/household';
 import { createPasskeys, hashSessionToken, type Passkeys, type SignedInSession } from '../../identity/passkeys';
 import type { Role, SessionRecord } from '../../identity/store';
-import { type HouseholdStore, openHouseholdStore } from '../../lib/store';
+import { type HouseholdStore, openSqliteHouseholdStore } from '../../lib/store';
 import { loadOrCreateMerchantKey, type MerchantKey } from '../../shop-agent/index';
 import { signCredential } from '../../shop-agent/sign-credential';
 import { createSoftwareAuthenticator, type SoftwareAuthenticator } from './software-authenticator';
@@ -63,7 +63,7 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
   const sink = (event: IdentityEvent) => {
     events.push(event);
   };
-  const householdStore = openHouseholdStore({ path: join(dataDir, 'household.sqlite') });
+  const householdStore = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
   const household = await openHousehold({ store: householdStore.identity, dataDir, now: clock.now });
   const approvals = createApprovals({ household, origin, rpId, events: sink, clock: clock.now });
   const passkeys = createPasskeys({ household, approvals, rpId, origin, events: sink, clock: clock.now });
@@ -143,4 +143,9 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
     },
   };
   return harness;
+}
+
+/** A second instance's handle on the harness's household file: its own connection. The caller closes it. */
+export function openAnotherHandle(harness: IdentityHarness): HouseholdStore {
+  return openSqliteHouseholdStore({ path: join(harness.dataDir, 'household.sqlite') });
 }

@@ -86,7 +86,8 @@ describe('approval_required on the shop’s cancel_order', () => {
     const record = await store.get(requestId);
     if (record === undefined) throw new Error('no request');
     const changedHash = callHashOf({ tool, arguments: { invoiceId, reason: 'ordered twice!' } });
-    // Newest for that hash, so the lookup finds it first.
+    // The store keeps one open request per hash: the changed call's own is closed, so the lookup finds the forged one.
+    await store.transition(requestOf(changed).requestId, { from: ['pending'], to: 'expired', now: Date.now() });
     await store.create({ ...record, requestId: 'forged-1', callHash: changedHash, createdAt: Date.now() + 60_000 });
     const forged = await cancel({ invoiceId, reason: 'ordered twice!' });
     expect(forged.isError).toBe(true);
@@ -130,16 +131,20 @@ describe('approval_required on the shop’s cancel_order', () => {
       ok: false,
       reason: 'the parent is not asked to approve this call',
     });
-    // A real parent CallApproval over exactly this call, presented as the child's.
+    // A real parent CallApproval over exactly this call, presented as the child's. One request per
+    // call is open at a time, so the child's is closed before the parent is asked, and the parent's
+    // before the swapped row goes in.
     const gate = household.runtime.identity.callApprovals.gate;
+    const store = household.runtime.identity.store.callApprovals;
     const callHash = callHashOf({ tool, arguments: args });
+    await store.transition(requestId, { from: ['pending'], to: 'expired', now: Date.now() });
     const asked = await gate.check({ tool, arguments: args, callHash, roles: ['parent'] });
     if (asked.status !== 'pending') throw new Error(asked.status);
     expect(await approve(asked.requestId, args, 'parent', 'parent')).toMatchObject({ ok: true });
-    const store = household.runtime.identity.store.callApprovals;
     const parentRecord = await store.get(asked.requestId);
     const parentApproval = parentRecord?.approvals.parent;
     if (parentRecord === undefined || parentApproval === undefined) throw new Error('no parent approval');
+    await store.transition(asked.requestId, { from: ['approved'], to: 'used', now: Date.now() });
     await store.create({
       ...parentRecord,
       requestId: 'swapped-1',

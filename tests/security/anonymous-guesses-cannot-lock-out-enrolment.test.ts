@@ -12,6 +12,7 @@ import {
 } from '../../identity/index';
 import { readHouseholdEnv } from '../../lib/env';
 import { type StartedIdentity, startIdentity } from '../../lib/start-identity';
+import { householdStoreLocation, openHouseholdStore } from '../../lib/store';
 import { createSoftwareAuthenticator } from '../identity/software-authenticator';
 
 // Issue 26 item 12: five anonymous wrong enrollment codes locked the real member out of their
@@ -31,7 +32,7 @@ beforeEach(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'enrolment-lockout-'));
   const env = readHouseholdEnv({ EXTENSIBLE_MCP_DATA: dataDir });
   origin = env.origin;
-  identity = await startIdentity(env);
+  identity = await startIdentity(env, { store: await openHouseholdStore(householdStoreLocation(env)) });
   handlers = createIdentityHandlers({ passkeys: identity.passkeys, origin });
 });
 afterEach(async () => {

@@ -1,21 +1,25 @@
 /**
  * The household's store implementations the contract suites run over (issue 28): each gives a
  * fresh location and opens independent handles on it (a SQLite connection on one file, a `pg`
- * pool on one database), with identity's and the limits' stores. PostgreSQL is there only when
+ * pool on one database), with identity's, the limits' and the call approvals' stores. PostgreSQL is there only when
  * this run has a cluster (`postgres.ts`).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { IdentityStore } from '../../identity/index';
+import type { CallApprovalStore, IdentityStore } from '../../identity/index';
 import {
   createPostgresRequestLimitStore,
   postgresRequestLimitMigrations,
 } from '../../lib/limits/postgres-request-limits';
 import type { RequestLimitStore } from '../../lib/limits/request-limits';
+import {
+  createPostgresCallApprovalStore,
+  postgresCallApprovalMigrations,
+} from '../../lib/postgres-call-approval-store';
 import { createPostgresIdentityStore, postgresIdentityMigrations } from '../../lib/postgres-identity-store';
-import { openHouseholdStore } from '../../lib/store';
+import { openSqliteHouseholdStore } from '../../lib/store';
 import { openPostgresPool } from '../../proxy/index';
 import { createTestDatabase, postgresAvailable } from './postgres';
 
@@ -23,6 +27,7 @@ import { createTestDatabase, postgresAvailable } from './postgres';
 export interface HouseholdStoreHandle {
   readonly identity: IdentityStore;
   readonly limits: RequestLimitStore;
+  readonly callApprovals: CallApprovalStore;
   close(): Promise<void>;
 }
 
@@ -58,8 +63,13 @@ export function householdStoreOpeners(): {
         .map((file) => readFileSync(file).toString('latin1'))
         .join('\n'),
     open: tracked(async (path) => {
-      const store = openHouseholdStore({ path });
-      return { identity: store.identity, limits: store.limits, close: async () => store.close() };
+      const store = openSqliteHouseholdStore({ path });
+      return {
+        identity: store.identity,
+        limits: store.limits,
+        callApprovals: store.callApprovals,
+        close: async () => store.close(),
+      };
     }),
   };
   const postgres: HouseholdStoreOpener = {
@@ -85,12 +95,17 @@ export function householdStoreOpeners(): {
       const pool = await openPostgresPool({
         url,
         // After identity: the limits count pending requests from its `approvals` table.
-        migrations: { identity: postgresIdentityMigrations, limits: postgresRequestLimitMigrations },
+        migrations: {
+          identity: postgresIdentityMigrations,
+          limits: postgresRequestLimitMigrations,
+          'call-approvals': postgresCallApprovalMigrations,
+        },
         what: 'household store',
       });
       return {
         identity: createPostgresIdentityStore(pool),
         limits: createPostgresRequestLimitStore(pool),
+        callApprovals: createPostgresCallApprovalStore(pool),
         close: () => pool.end(),
       };
     }),
