@@ -139,6 +139,36 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     };
   };
 
+  /** Long-polls until the request is decided or `timeoutMs` passes. */
+  async function wait({
+    requestId,
+    timeoutMs,
+    signal,
+  }: Parameters<CallApprovals['wait']>[0]): Promise<CallWaitOutcome> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const record = await current(requestId);
+      if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
+      const left = deadline - performance.now();
+      if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
+      const untilExpiry = record.expiresAt - clock().getTime();
+      await new Promise<void>((resolve) => {
+        const set = waiters.get(requestId) ?? new Set();
+        waiters.set(requestId, set);
+        const done = () => {
+          clearTimeout(timer);
+          set.delete(done);
+          if (set.size === 0) waiters.delete(requestId);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
+        set.add(done);
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
   const gate: CallApprovalGate = {
     async check(call: GatedCall) {
       // 1. Roles the household has; any other name can never approve, so nothing is created.
@@ -215,6 +245,16 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     async markUsed(requestId) {
       if (await store.transition(requestId, { from: ['approved'], to: 'used', now: clock().getTime() }))
         notify(requestId);
+    },
+
+    async wait(requestId, { timeoutMs, signal }) {
+      const record = await store.get(requestId);
+      if (record === undefined) return undefined;
+      const outcome = await wait({ requestId, timeoutMs, ...(signal !== undefined && { signal }) });
+      const { callHash } = record;
+      return outcome.status === 'declined' || outcome.status === 'expired'
+        ? { status: outcome.status, callHash, reason: outcome.reason }
+        : { status: outcome.status, callHash };
     },
   };
 
@@ -294,30 +334,7 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       return { ok: true, record: (await store.get(requestId)) ?? record };
     },
 
-    async wait({ requestId, timeoutMs, signal }) {
-      const deadline = performance.now() + timeoutMs;
-      for (;;) {
-        const record = await current(requestId);
-        if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
-        const left = deadline - performance.now();
-        if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
-        const untilExpiry = record.expiresAt - clock().getTime();
-        await new Promise<void>((resolve) => {
-          const set = waiters.get(requestId) ?? new Set();
-          waiters.set(requestId, set);
-          const done = () => {
-            clearTimeout(timer);
-            set.delete(done);
-            if (set.size === 0) waiters.delete(requestId);
-            signal?.removeEventListener('abort', done);
-            resolve();
-          };
-          const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
-          set.add(done);
-          signal?.addEventListener('abort', done, { once: true });
-        });
-      }
-    },
+    wait,
   };
 }
 
