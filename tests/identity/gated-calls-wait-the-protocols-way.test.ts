@@ -80,6 +80,14 @@ function allowsFor(requestId: string): number {
   return rows.filter((row) => row.event.approvalId === requestId).length;
 }
 
+/** The call-approval identity events on the audit chain about request `requestId`, in order. */
+function lifeOf(requestId: string): string[] {
+  return household.runtime.audit
+    .after(0, { limit: 10_000 })
+    .filter((row) => row.event.approvalId === requestId && row.event.kind.startsWith('call-approval-'))
+    .map((row) => `${row.event.kind} ${row.event.outcome}`);
+}
+
 /** Whether the shop still holds the order open: the in-app path approves a fresh cancel, and it runs. */
 async function stillOpen(args: Record<string, unknown>): Promise<string> {
   const asked = (await household.call(tool, args, 'cancel order')).result;
@@ -148,6 +156,12 @@ describe('a gated call from a 2026-07-28 client that can open URLs', () => {
     // Spent once, recorded once; the window shows it used.
     expect(allowsFor(requestId)).toBe(1);
     expect((await household.runtime.identity.callApprovals.get(requestId))?.status).toBe('used');
+    // The request's life is on the audit chain, beside the filter's own decision rows.
+    expect(lifeOf(requestId)).toEqual([
+      'call-approval-requested info',
+      'call-approval-approved allow',
+      'call-approval-spent ok',
+    ]);
     expect(await stillOpen(args)).toBe('Not cancelled: this order was already cancelled.');
   });
 
@@ -176,6 +190,7 @@ describe('a gated call from a 2026-07-28 client that can open URLs', () => {
     });
     expect(textOf(await cancel(args, opened))).toMatch(/already used/);
     expect(allowsFor(requestId)).toBe(0);
+    expect(lifeOf(requestId)).toEqual(['call-approval-requested info', 'call-approval-declined deny']);
     // Nothing reached the shop: the order is still open, and a fresh approval cancels it.
     expect(await stillOpen(args)).not.toMatch(/Not cancelled/);
   });
@@ -222,6 +237,7 @@ describe('a gated call from a 2026-07-28 client that can open URLs', () => {
     );
     expect(expired.structuredContent).toMatchObject({ requestId, status: 'expired' });
     expect(allowsFor(requestId)).toBe(0);
+    expect(lifeOf(requestId)).toEqual(['call-approval-requested info', 'call-approval-expired deny']);
   });
 
   it('a client that declares forms only keeps the refusal naming the window', async () => {
