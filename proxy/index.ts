@@ -179,5 +179,7 @@ export {
   elicitationFilter,
   elicitationMiddleware,
   loadTransparentConfig,
+  passkeyConfirmationRules,
+  type ToolPolicy,
   type TransparentConfig,
 } from './transparent/index';
