@@ -4,6 +4,7 @@ import type { CallApprovalCheck, CallApprovalGate, CallApprovalProof, GatedCall 
 import { callHashOf, canonicalCall } from '../proxy/index';
 import type { CallApprovalRecord, CallApprovalStatus, CallApprovalStore } from './call-approval-store';
 import type { PasskeyAssertion } from './credentials';
+import type { IdentityEvent, IdentityEventSink } from './events';
 import type { Household } from './household';
 import { IdentityError } from './identity-error';
 import { decodeSegment, isRecord, parseJsonObject } from './safe-json';
@@ -29,6 +30,8 @@ export interface CallApprovalsOptions {
   readonly pollIntervalMs?: number;
   /** What a gated tool does, in the window's words ("cancel an order", at "Main Street Pizza"); else its name. */
   readonly describe?: (tool: string) => Promise<CallDescription | undefined>;
+  /** Receives each request's life (requested, approved, declined, expired, spent) for the audit chain. */
+  readonly events?: IdentityEventSink;
 }
 
 /** A gated tool in words: the action, and where (the merchant or server), for the window's sentence. */
@@ -102,6 +105,13 @@ export interface CallApprovals {
 export function createCallApprovals(options: CallApprovalsOptions): CallApprovals {
   const { household, store } = options;
   const clock = options.clock ?? (() => new Date());
+  const emit = (event: IdentityEvent) => {
+    try {
+      options.events?.(event);
+    } catch {
+      // The live log never changes a decision.
+    }
+  };
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const verifyCredential = createCredentialVerifier(householdKeys(household));
   const context = () => ({
@@ -124,7 +134,10 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     const now = clock().getTime();
     if (record?.status !== 'pending' || now < record.expiresAt) return record;
     const reason = 'nobody approved the call in time; the agent may ask again';
-    if (await store.transition(requestId, { from: ['pending'], to: 'expired', now, reason })) notify(requestId);
+    if (await store.transition(requestId, { from: ['pending'], to: 'expired', now, reason })) {
+      emit({ kind: 'call-approval-expired', requestId, tool: record.tool });
+      notify(requestId);
+    }
     return store.get(requestId);
   }
 
@@ -138,6 +151,36 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       expiresAt: new Date(record.expiresAt).toISOString(),
     };
   };
+
+  /** Long-polls until the request is decided or `timeoutMs` passes. */
+  async function wait({
+    requestId,
+    timeoutMs,
+    signal,
+  }: Parameters<CallApprovals['wait']>[0]): Promise<CallWaitOutcome> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const record = await current(requestId);
+      if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
+      const left = deadline - performance.now();
+      if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
+      const untilExpiry = record.expiresAt - clock().getTime();
+      await new Promise<void>((resolve) => {
+        const set = waiters.get(requestId) ?? new Set();
+        waiters.set(requestId, set);
+        const done = () => {
+          clearTimeout(timer);
+          set.delete(done);
+          if (set.size === 0) waiters.delete(requestId);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
+        set.add(done);
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
 
   const gate: CallApprovalGate = {
     async check(call: GatedCall) {
@@ -187,7 +230,16 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
         updatedAt: now,
       };
       const opened = await store.create(record);
-      if (opened.created) return pendingCheck(record);
+      if (opened.created) {
+        emit({
+          kind: 'call-approval-requested',
+          requestId: record.requestId,
+          tool: record.tool,
+          callHash: record.callHash,
+          requiredRoles: record.requiredRoles,
+        });
+        return pendingCheck(record);
+      }
       // Another check, in this instance or another, opened this hash's request first: one request
       // per call, so the caller waits on that one when it asks for these roles, else is refused.
       const other = opened.record;
@@ -219,8 +271,21 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     },
 
     async markUsed(requestId) {
-      if (await store.transition(requestId, { from: ['approved'], to: 'used', now: clock().getTime() }))
+      if (await store.transition(requestId, { from: ['approved'], to: 'used', now: clock().getTime() })) {
+        const record = await store.get(requestId);
+        emit({ kind: 'call-approval-spent', requestId, tool: record?.tool ?? '' });
         notify(requestId);
+      }
+    },
+
+    async wait(requestId, { timeoutMs, signal }) {
+      const record = await store.get(requestId);
+      if (record === undefined) return undefined;
+      const outcome = await wait({ requestId, timeoutMs, ...(signal !== undefined && { signal }) });
+      const { callHash } = record;
+      return outcome.status === 'declined' || outcome.status === 'expired'
+        ? { status: outcome.status, callHash, reason: outcome.reason }
+        : { status: outcome.status, callHash };
     },
   };
 
@@ -283,8 +348,9 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       if (!(await store.addApproval(requestId, role, approval, now.getTime())))
         return refuse(`the request is no longer waiting for the ${role}`);
       const updated = (await store.get(requestId)) ?? record;
-      if (updated.requiredRoles.every((required) => updated.approvals[required] !== undefined))
-        await store.transition(requestId, { from: ['pending'], to: 'approved', now: now.getTime() });
+      const complete = updated.requiredRoles.every((required) => updated.approvals[required] !== undefined);
+      if (complete) await store.transition(requestId, { from: ['pending'], to: 'approved', now: now.getTime() });
+      emit({ kind: 'call-approval-approved', requestId, tool: record.tool, role, complete });
       notify(requestId);
       return { ok: true, record: (await store.get(requestId)) ?? updated };
     },
@@ -296,34 +362,12 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
       const reason = `the ${role} declined the call`;
       if (!(await store.transition(requestId, { from: ['pending'], to: 'declined', now: clock().getTime(), reason })))
         return refuse(`the request is ${record.status}, not pending`);
+      emit({ kind: 'call-approval-declined', requestId, tool: record.tool, role });
       notify(requestId);
       return { ok: true, record: (await store.get(requestId)) ?? record };
     },
 
-    async wait({ requestId, timeoutMs, signal }) {
-      const deadline = performance.now() + timeoutMs;
-      for (;;) {
-        const record = await current(requestId);
-        if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
-        const left = deadline - performance.now();
-        if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
-        const untilExpiry = record.expiresAt - clock().getTime();
-        await new Promise<void>((resolve) => {
-          const set = waiters.get(requestId) ?? new Set();
-          waiters.set(requestId, set);
-          const done = () => {
-            clearTimeout(timer);
-            set.delete(done);
-            if (set.size === 0) waiters.delete(requestId);
-            signal?.removeEventListener('abort', done);
-            resolve();
-          };
-          const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
-          set.add(done);
-          signal?.addEventListener('abort', done, { once: true });
-        });
-      }
-    },
+    wait,
   };
 }
 

@@ -35,6 +35,28 @@ export type IdentityEvent =
       readonly kind: 'approval-expired' | 'approval-settled' | 'approval-fulfilled';
       readonly approvalId: string;
       readonly invoiceId: string;
+    }
+  /** A gated call (`approval_required`) waits for `requiredRoles`' passkeys over `callHash`. */
+  | {
+      readonly kind: 'call-approval-requested';
+      readonly requestId: string;
+      readonly tool: string;
+      readonly callHash: string;
+      readonly requiredRoles: readonly Role[];
+    }
+  | {
+      readonly kind: 'call-approval-approved';
+      readonly requestId: string;
+      readonly tool: string;
+      readonly role: Role;
+      readonly complete: boolean;
+    }
+  | { readonly kind: 'call-approval-declined'; readonly requestId: string; readonly tool: string; readonly role: Role }
+  /** Nobody decided in time; or (`spent`) its approvals authorised the call once and cannot again. */
+  | {
+      readonly kind: 'call-approval-expired' | 'call-approval-spent';
+      readonly requestId: string;
+      readonly tool: string;
     };
 
 /** Receives identity's events; the host validates them against its one event schema and fans them out. */

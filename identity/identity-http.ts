@@ -38,7 +38,10 @@ export interface IdentityHandlers {
   readonly signInVerify: IdentityHandler;
   /** GET `?as=role` → who is signed in for that role. */
   readonly session: IdentityHandler;
-  /** GET `?as=role` → the requests waiting for that role (needs its session). */
+  /**
+   * GET `?as=role` → the requests waiting for that role (needs its session); with `&request=<id>`
+   * only that request, when it is waiting for that role (nothing else's data), and whether it is.
+   */
   readonly pending: IdentityHandler;
   /** POST `?as=role` `{approvalId}` → approval assertion options over the invoice hash. */
   readonly approvalOptions: IdentityHandler;
@@ -76,7 +79,8 @@ const base64url = z
 const roleSchema = z.enum(roles);
 const codeBody = z.object({ code: z.string().min(1).max(100) });
 const approvalBody = z.object({ approvalId: z.string().min(1).max(200) });
-const callBody = z.object({ requestId: z.string().min(1).max(200) });
+const requestIdSchema = z.string().min(1).max(200);
+const callBody = z.object({ requestId: requestIdSchema });
 const attachment = z.enum(['platform', 'cross-platform']).nullish();
 const registrationResponse = z
   .object({
@@ -289,11 +293,20 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
     }),
 
     pending: handle('pending', async (request) => {
+      const only = requestedId(request);
       const session = await requireSession(request, requiredRole(request));
+      const approvals = await passkeys.pendingFor(session);
+      const calls = await passkeys.call.pendingFor(session);
+      if (only === undefined) return ok({ role: session.role, approvals, calls });
+      // A window opened for one request (a URL ask) gets that request or nothing: an unknown id,
+      // another role's request or a decided one never shows another request's data.
+      const approval = approvals.filter((view) => view.approvalId === only);
+      const call = calls.filter((view) => view.requestId === only);
       return ok({
         role: session.role,
-        approvals: await passkeys.pendingFor(session),
-        calls: await passkeys.call.pendingFor(session),
+        approvals: approval,
+        calls: call,
+        request: { id: only, waiting: approval.length + call.length > 0 },
       });
     }),
 
@@ -378,6 +391,15 @@ function refused(refusal: PasskeyRefusal): Response {
 }
 
 /** `?as=child|parent`, required. */
+/** The one request a window was opened for (`&request=<id>`), if any. */
+function requestedId(request: Request): string | undefined {
+  const value = new URL(request.url).searchParams.get('request');
+  if (value === null) return undefined;
+  const parsed = requestIdSchema.safeParse(value);
+  if (!parsed.success) throw new IdentityError('bad-request', '&request= must be a request id (1 to 200 characters)');
+  return parsed.data;
+}
+
 function requiredRole(request: Request): Role {
   const role = optionalRole(request);
   if (role === undefined) throw new IdentityError('bad-request', 'say which window: ?as=child or ?as=parent');

@@ -244,6 +244,50 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
         approvalId: event.approvalId,
         message: settledWords[event.kind],
       };
+    case 'call-approval-requested':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'info',
+        approvalId: event.requestId,
+        message:
+          `approval requested from ${event.requiredRoles.join(' and ')} for exactly one call of ${event.tool}`.slice(
+            0,
+            2000,
+          ),
+        data: { tool: event.tool.slice(0, 2000), callHash: event.callHash, requiredRoles: [...event.requiredRoles] },
+      };
+    case 'call-approval-approved':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'allow',
+        approvalId: event.requestId,
+        message: `the ${event.role} approved the call with a passkey${event.complete ? '; every approval is in' : ''}`,
+        data: { tool: event.tool.slice(0, 2000), role: event.role, complete: event.complete },
+      };
+    case 'call-approval-declined':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'deny',
+        approvalId: event.requestId,
+        message: `the ${event.role} declined the call: it will not run`,
+        data: { tool: event.tool.slice(0, 2000), role: event.role },
+      };
+    case 'call-approval-expired':
+    case 'call-approval-spent':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: event.kind === 'call-approval-expired' ? 'deny' : 'ok',
+        approvalId: event.requestId,
+        message:
+          event.kind === 'call-approval-expired'
+            ? 'nobody approved the call in time: it will not run'
+            : 'the approval authorised its call once and is spent',
+        data: { tool: event.tool.slice(0, 2000) },
+      };
   }
 }
 

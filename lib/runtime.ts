@@ -21,10 +21,12 @@ import {
   loadBundle,
   type PinsFile,
   type ProxyLogger,
+  passkeyConfirmationRules,
   policyFilter,
   readPinsFile,
   seedPins,
   singleUseFilter,
+  type ToolPolicy,
 } from '../proxy/index';
 import { approvalDecisionEvent } from './approval-decision-event';
 import { type AuditCheckpoints, createAuditCheckpoints } from './audit/audit-checkpoints';
@@ -104,10 +106,21 @@ const operatorContext: CallContext = {
   scope: { kind: 'session', id: 'household-operator' },
 };
 /**
- * The household's own proxy filters, as a config file would name them (docs/human-authority.md):
- * cancelling a shop order needs the child's passkey over exactly that call.
+ * The household's own per-tool rules, as a config file would name them (docs/human-authority.md):
+ * an order's delivery address is asked in a form when missing; cancelling a shop order is
+ * confirmed by the child's passkey over exactly that call (`confirm_if` with `passkey`, enforced
+ * by `approval_required`).
  */
-export const householdApprovalRules = [{ tool: 'pizza__cancel_order', roles: ['child'] }] as const;
+export const householdToolPolicies = {
+  pizza__request_invoice: {
+    required: [],
+    elicit: {
+      message: 'Where should the order be delivered? The shop signs this address into the invoice.',
+      fields: { deliverTo: { title: 'Delivery address', description: 'Street and number, e.g. 12 Main St' } },
+    },
+  },
+  pizza__cancel_order: { required: [], confirmIf: { always: true, passkey: ['child'] } },
+} as const satisfies Record<string, ToolPolicy>;
 
 /** The policy bundle that governs `payments`. */
 const familySpendDirectory = resolve('policies/family-spend');
@@ -260,21 +273,11 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         // First: a caller over its bounds is refused before a form is shown or anything is signed.
         limitRequests({ store: store.limits, invoiceTool: { server: 'pizza', tool: 'request_invoice' }, now }),
         evidenceByReference({ store: store.identity }),
-        elicitationFilter({
-          tools: {
-            pizza__request_invoice: {
-              required: [],
-              elicit: {
-                message: 'Where should the order be delivered? The shop signs this address into the invoice.',
-                fields: { deliverTo: { title: 'Delivery address', description: 'Street and number, e.g. 12 Main St' } },
-              },
-            },
-          },
-        }),
+        elicitationFilter({ tools: householdToolPolicies, passkeyConfirmations: 'approval-required' }),
       ],
       // Last of the call filters that may rewrite arguments: the approval is over the call as forwarded.
       approvalRequired: {
-        rules: householdApprovalRules,
+        rules: passkeyConfirmationRules(householdToolPolicies),
         gate: identity.callApprovals.gate,
         store: store.evidence,
         now,

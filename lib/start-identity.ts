@@ -75,6 +75,7 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       origin: env.origin,
       rpId: env.rpId,
       clock,
+      events,
       describe: async (tool) =>
         tool === 'pizza__cancel_order'
           ? { action: 'cancel an order', at: (await store.identity.merchants.list())[0]?.name ?? 'the shop' }

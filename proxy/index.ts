@@ -180,5 +180,7 @@ export {
   elicitationFilter,
   elicitationMiddleware,
   loadTransparentConfig,
+  passkeyConfirmationRules,
+  type ToolPolicy,
   type TransparentConfig,
 } from './transparent/index';

@@ -45,9 +45,11 @@ function passkeyProblem(error: unknown): string {
 /**
  * The approval window of one role (SPEC §5.3, UI.md): enrol with the code from the terminal, sign
  * in with the passkey, then approve or decline what is waiting. Terms come from the signed invoice
- * the server decoded; the list refreshes every second without a reload.
+ * the server decoded; the list refreshes every second without a reload. Opened for one request
+ * (`&request=<id>`, the URL an MCP client was sent), it shows that request only, or says it is not
+ * waiting here; "Show everything waiting for you" opens the whole list.
  */
-export function ApproveWindow({ role }: { readonly role: Role }) {
+export function ApproveWindow({ role, request }: { readonly role: Role; readonly request?: string }) {
   const [session, setSession] = useState<Session>();
   const [approvals, setApprovals] = useState<readonly PendingApproval[]>([]);
   const [closed, setClosed] = useState<readonly ClosedRequest[]>([]);
@@ -60,6 +62,8 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
   const [problem, setProblem] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [code, setCode] = useState('');
+  /** Opened for one request: whether the server says it is waiting for this role (unknown until the first poll). */
+  const [requestWaiting, setRequestWaiting] = useState<boolean>();
   const declinedHere = useRef(new Set<string>());
   // Approved in this window: the snapshot the poll compares against may predate the approval.
   const approvedHere = useRef(new Set<string>());
@@ -92,12 +96,12 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
     const refresh = async () => {
       if (inFlight) return;
       inFlight = true;
-      const answer = await call<{ approvals: PendingApproval[]; calls?: PendingCall[] }>(
-        `/api/identity/pending?as=${role}`,
-        {
-          method: 'GET',
-        },
-      );
+      const only = request === undefined ? '' : `&request=${encodeURIComponent(request)}`;
+      const answer = await call<{
+        approvals: PendingApproval[];
+        calls?: PendingCall[];
+        request?: { waiting: boolean };
+      }>(`/api/identity/pending?as=${role}${only}`, { method: 'GET' });
       inFlight = false;
       if (stopped) return;
       if (!answer.ok) {
@@ -128,6 +132,7 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
       shown.current = now;
       setApprovals(now);
       setCalls(answer.value.calls ?? []);
+      setRequestWaiting(answer.value.request?.waiting);
     };
     void refresh();
     const timer = setInterval(() => void refresh(), 1000);
@@ -135,7 +140,7 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
       stopped = true;
       clearInterval(timer);
     };
-  }, [session?.signedIn, role]);
+  }, [session?.signedIn, role, request]);
 
   const run = async (work: () => Promise<void>) => {
     setBusy(true);
@@ -373,14 +378,36 @@ export function ApproveWindow({ role }: { readonly role: Role }) {
             <h2 id="waiting-title" className="sr-only">
               Orders waiting for you
             </h2>
-            {approvals.length === 0 && calls.length === 0 && decidedCalls.length === 0 && (
-              <p
-                role="status"
-                className="rounded-xl border border-dashed border-slate-300 p-6 text-center text-slate-600"
-              >
-                No orders are waiting for you.
+            {request !== undefined && (
+              <p className="mb-3 text-sm text-slate-700">
+                This window was opened for one request.{' '}
+                <a className="text-sky-800 underline underline-offset-2" href={`/approve?as=${role}`}>
+                  Show everything waiting for you
+                </a>
               </p>
             )}
+            {approvals.length === 0 &&
+              calls.length === 0 &&
+              decidedCalls.length === 0 &&
+              closed.length === 0 &&
+              (request === undefined ? (
+                <p
+                  role="status"
+                  className="rounded-xl border border-dashed border-slate-300 p-6 text-center text-slate-600"
+                >
+                  No orders are waiting for you.
+                </p>
+              ) : (
+                requestWaiting === false && (
+                  <p
+                    role="status"
+                    className="rounded-xl border border-dashed border-slate-300 p-6 text-center text-slate-600"
+                  >
+                    This request is not waiting for the {role}. It was decided or expired already, or it was never for
+                    this window.
+                  </p>
+                )
+              ))}
             <div className="space-y-4">
               {calls
                 .filter((pending) => !decidedCalls.some((decided) => decided.call.requestId === pending.requestId))

@@ -4,14 +4,22 @@ import { SiteHeader } from '../_ui/site-header';
 
 export const metadata: Metadata = { title: 'Approval window — Order Pizza' };
 
-/** `/approve?as=child|parent`: the approval window of one role. `?as=` only picks which role's session the page shows. */
+/**
+ * `/approve?as=child|parent[&request=<id>]`: the approval window of one role. `?as=` only picks
+ * which role's session the page shows; `&request=` narrows it to the one request a URL ask named.
+ */
 export default async function ApprovePage({
   searchParams,
 }: {
   readonly searchParams: Promise<Record<string, string | string[] | undefined>>;
 }) {
-  const { as } = await searchParams;
-  if (as === 'child' || as === 'parent') return <ApproveWindow role={as} />;
+  const { as, request } = await searchParams;
+  if (as === 'child' || as === 'parent')
+    return typeof request === 'string' && request !== '' ? (
+      <ApproveWindow role={as} request={request} />
+    ) : (
+      <ApproveWindow role={as} />
+    );
   return (
     <>
       <SiteHeader subtitle="Approval window" />

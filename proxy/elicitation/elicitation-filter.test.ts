@@ -1,7 +1,7 @@
 import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import type { CallContext, CallRequest } from '../gateway/types';
-import { elicitationFilter } from './elicitation-filter';
+import { elicitationFilter, passkeyConfirmationRules } from './elicitation-filter';
 import { isMissing } from './is-missing';
 
 const request: CallRequest = {
@@ -143,5 +143,39 @@ describe('elicitationFilter', () => {
     const { context } = contextAnswering({ action: 'cancel' });
     const verdict = await elicitationFilter({ policies: { schemaRequired: { enabled: false } } })(request, context);
     expect(verdict).toEqual({ decision: 'allow' });
+  });
+});
+
+describe('confirm_if with passkey', () => {
+  const cancel: CallRequest = {
+    ...request,
+    tool: 'pizza__cancel_order',
+    toolName: 'cancel_order',
+    arguments: { invoiceId: 'urn:uuid:1' },
+    inputSchema: { type: 'object', properties: { invoiceId: { type: 'string' } }, required: ['invoiceId'] },
+  };
+  const tools = { pizza__cancel_order: { required: [], confirmIf: { always: true, passkey: ['child'] } } };
+
+  it('never shows a form: without approval windows the call is refused (fail closed)', async () => {
+    const { asked, context } = contextAnswering({ action: 'accept', content: { confirm: true } });
+    const verdict = await elicitationFilter({ tools })(cancel, context);
+    expect(asked).toEqual([]);
+    if (verdict.decision !== 'deny') throw new Error('expected a refusal');
+    expect(JSON.parse(verdict.reason)).toMatchObject({
+      reason: 'confirmation_unavailable',
+      message: expect.stringMatching(
+        /^"pizza__cancel_order" runs only after the child confirms the exact call with a passkey/,
+      ),
+    });
+  });
+
+  it('where the host gates it, leaves the call to approval_required, with the rule for its roles', async () => {
+    const { asked, context } = contextAnswering({ action: 'accept', content: { confirm: true } });
+    const verdict = await elicitationFilter({ tools, passkeyConfirmations: 'approval-required' })(cancel, context);
+    expect(verdict).toEqual({ decision: 'allow' });
+    expect(asked).toEqual([]);
+    expect(passkeyConfirmationRules({ ...tools, other: { required: [], confirmIf: { always: true } } })).toEqual([
+      { tool: 'pizza__cancel_order', roles: ['child'] },
+    ]);
   });
 });

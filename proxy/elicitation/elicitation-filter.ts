@@ -1,3 +1,4 @@
+import type { ApprovalRule } from '../filters/approval-required';
 import type { CallFilter } from '../gateway/types';
 import { DEFAULT_SECRET_MARKERS, type ElicitationPolicy, type ToolPolicy } from '../transparent/transparent-config';
 import { blockedCallResult } from './blocked-call';
@@ -12,6 +13,8 @@ export interface ElicitationFilterOptions {
   };
   /** Per-tool policy, keyed by qualified name (`pizza__order`) or bare tool name (`order`). */
   readonly tools?: Readonly<Record<string, ToolPolicy>>;
+  /** Set only where the `approval_required` filter enforces `confirm_if.passkey` ({@link passkeyConfirmationRules}). */
+  readonly passkeyConfirmations?: 'approval-required';
 }
 
 /** Fills an {@link ElicitationPolicy} from partial options with the YAML defaults. */
@@ -33,7 +36,21 @@ export function resolveElicitationPolicy(options: ElicitationFilterOptions): Eli
       },
     },
     tools: options.tools ?? {},
+    ...(options.passkeyConfirmations !== undefined && { passkeyConfirmations: options.passkeyConfirmations }),
   };
+}
+
+/**
+ * The `approval_required` rules that enforce the tools' `confirm_if.passkey` (docs/human-authority.md):
+ * one rule per such tool, by the name it is keyed by, for the roles it names. A host that passes
+ * `passkeyConfirmations: 'approval-required'` to {@link elicitationFilter} must gate with these.
+ */
+export function passkeyConfirmationRules(tools: Readonly<Record<string, ToolPolicy>>): ApprovalRule[] {
+  return Object.entries(tools).flatMap(([tool, policy]) =>
+    policy.confirmIf?.always === true && policy.confirmIf.passkey !== undefined
+      ? [{ tool, roles: policy.confirmIf.passkey }]
+      : [],
+  );
 }
 
 /**

@@ -180,6 +180,8 @@ export function elicitationMiddleware(policy: ElicitationPolicy): ElicitationMid
       ? await clarify(policy, toolPolicy.ambiguousIf, call, completed, elicit)
       : completed;
     if (clarified.kind === 'blocked' || toolPolicy.confirmIf?.always !== true) return clarified;
+    const { passkey } = toolPolicy.confirmIf;
+    if (passkey !== undefined) return confirmByPasskey(policy, call, clarified, passkey);
     return confirm(policy, call, clarified, elicit);
   };
 }
@@ -437,6 +439,28 @@ function shown(value: unknown): string {
     hiddenCharacter,
     (character) => `\\u${(character.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`,
   );
+}
+
+/**
+ * `confirm_if: {always: true, passkey: [roles]}`: the confirmation is those roles' passkeys over the
+ * exact call, in the household's approval windows (`approval_required`), never a form. Where the
+ * host enforces it the call goes on to that filter; anywhere else it is refused (fail closed).
+ */
+function confirmByPasskey(
+  policy: ElicitationPolicy,
+  call: ElicitationCall,
+  completed: Extract<ElicitationOutcome, { kind: 'forward' }>,
+  roles: readonly string[],
+): ElicitationOutcome {
+  if (policy.passkeyConfirmations === 'approval-required') return completed;
+  return blocked(call, {
+    reason: 'confirmation_unavailable',
+    status: 'blocked',
+    fields: [],
+    message:
+      `"${call.tool}" runs only after the ${roles.join(' and ')} confirms the exact call with a passkey in the household's approval window, ` +
+      'and this proxy has no approval windows, so it was not called. Tell the user; do not try to reach the same effect another way.',
+  });
 }
 
 /**

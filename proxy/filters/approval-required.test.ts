@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CallRequest } from '../gateway/types';
+import type { CallRequest, Elicit, UrlElicitation } from '../gateway/types';
 import type { EvidenceStore } from '../policy/evidence-store';
 import { openSqliteEvidenceStore } from '../policy/sqlite-evidence-store';
 import {
@@ -8,6 +8,7 @@ import {
   approvalRequiredKey,
   type CallApprovalCheck,
   type CallApprovalGate,
+  type CallRequestStatus,
   type GatedCall,
 } from './approval-required';
 import { callHashOf } from './call-hash';
@@ -33,10 +34,17 @@ function call(args: Record<string, unknown>, tool = 'cancel_order'): CallRequest
 function fakeGate(options: { approvedHash?: string; role?: string; fault?: boolean }) {
   const seen: GatedCall[] = [];
   const used: string[] = [];
+  /** Where request r1 stands for `wait`, and what a window decides on it (`decide`). */
+  const r1: { status: CallRequestStatus['status']; callHash: string; reason?: string } = {
+    status: 'pending',
+    callHash: '',
+  };
   const gate: CallApprovalGate = {
     async check(gated): Promise<CallApprovalCheck> {
       seen.push(gated);
       if (options.fault) throw new Error('store down');
+      r1.callHash = gated.callHash;
+      if (r1.status === 'approved') options.approvedHash = gated.callHash;
       if (options.approvedHash === undefined) {
         return {
           status: 'pending',
@@ -60,8 +68,19 @@ function fakeGate(options: { approvedHash?: string; role?: string; fault?: boole
     async markUsed(requestId) {
       used.push(requestId);
     },
+    async wait(requestId) {
+      if (requestId !== 'r1') return undefined;
+      return r1.status === 'declined' || r1.status === 'expired'
+        ? { status: r1.status, callHash: r1.callHash, reason: r1.reason ?? '' }
+        : { status: r1.status, callHash: r1.callHash };
+    },
   };
-  return { gate, seen, used };
+  const decide = (status: 'approved' | 'declined', callHash?: string) => {
+    r1.status = status;
+    if (callHash !== undefined) r1.callHash = callHash;
+    if (status === 'declined') r1.reason = 'the child declined the call';
+  };
+  return { gate, seen, used, decide };
 }
 
 function filter(gate: CallApprovalGate | undefined, decisions: ApprovalDecisionRecord[] = []) {
@@ -191,6 +210,79 @@ describe('approvalRequired', () => {
     expect(await filter(fakeGate({}).gate)(call({ invoiceId: '\uD800' }), context)).toMatchObject({
       decision: 'deny',
       reason: expect.stringContaining('canonical form'),
+    });
+  });
+
+  describe('for a client that can open URLs (the input primitive’s URL ask)', () => {
+    /** An `elicit` that records each URL ask and answers as `answer` says, after `before` (the person in the window). */
+    function urlElicit(answer: 'accept' | 'cancel', before: () => void = () => {}) {
+      const asks: UrlElicitation[] = [];
+      const elicit: Elicit = async (params) => {
+        if (params.mode !== 'url') throw new Error('expected a URL ask');
+        asks.push(params);
+        before();
+        return { action: answer };
+      };
+      return { asks, elicit };
+    }
+
+    it('sends the person to the window of each role still needed, and forwards once they approved it', async () => {
+      const fake = fakeGate({});
+      const decisions: ApprovalDecisionRecord[] = [];
+      const { asks, elicit } = urlElicit('accept', () => fake.decide('approved'));
+      expect(await filter(fake.gate, decisions)(call({ invoiceId: 'a' }), { ...context, elicit })).toEqual({
+        decision: 'allow',
+      });
+      expect(asks.map(({ id, pages }) => ({ id, pages }))).toEqual([
+        {
+          id: 'call-approval/r1',
+          pages: {
+            child: {
+              message:
+                'The child approves or declines exactly this call of pizza__cancel_order with their passkey, in their approval window.',
+              url: 'http://localhost:3000/approve?as=child&request=r1',
+            },
+          },
+        },
+      ]);
+      expect(fake.used).toEqual(['r1']);
+      expect(decisions.map((entry) => entry.decision)).toEqual(['ask', 'allow']);
+    });
+
+    it('answers a decline with the reason, structured, and forwards nothing', async () => {
+      const fake = fakeGate({});
+      const { elicit } = urlElicit('accept', () => fake.decide('declined'));
+      const verdict = await filter(fake.gate)(call({ invoiceId: 'a' }), { ...context, elicit });
+      if (verdict.decision !== 'deny') throw new Error('expected a refusal');
+      expect(verdict.reason).toBe('Refused: the child declined the call. Nothing was sent.');
+      expect(verdict.result).toEqual({
+        isError: true,
+        content: [{ type: 'text', text: 'Refused: the child declined the call. Nothing was sent.' }],
+        structuredContent: { requestId: 'r1', status: 'declined', reason: 'the child declined the call' },
+      });
+      expect(fake.used).toEqual([]);
+    });
+
+    it('keeps today’s refusal with the window URLs when the client does not open them', async () => {
+      const fake = fakeGate({});
+      const { asks, elicit } = urlElicit('cancel');
+      const verdict = await filter(fake.gate)(call({ invoiceId: 'a' }), { ...context, elicit });
+      expect(asks).toHaveLength(1);
+      expect(verdict).toMatchObject({ decision: 'deny', reason: expect.stringMatching(/^approval_required:/) });
+    });
+
+    it('a retry naming a request of this call that was declined since gets the reason, and no new request is made', async () => {
+      const fake = fakeGate({});
+      fake.decide('declined', hashOf({ invoiceId: 'a' }));
+      const verdict = await filter(fake.gate)(call({ invoiceId: 'a' }), { ...context, retryOf: 'call-approval/r1' });
+      expect(verdict).toMatchObject({
+        decision: 'deny',
+        reason: 'Refused: the child declined the call. Nothing was sent.',
+      });
+      expect(fake.seen).toEqual([]);
+      // A declined request of another call is not this call's answer: it is asked afresh.
+      const other = await filter(fake.gate)(call({ invoiceId: 'b' }), { ...context, retryOf: 'call-approval/r1' });
+      expect(other).toMatchObject({ decision: 'deny', reason: expect.stringMatching(/^approval_required:/) });
     });
   });
 });

@@ -42,6 +42,11 @@ export type CallApprovalCheck =
   /** No request can be made for it (too many waiting, an unknown role): why, in words. */
   | { readonly status: 'refused'; readonly reason: string };
 
+/** Where one approval request stands, as the filter reads it while a person decides. */
+export type CallRequestStatus =
+  | { readonly status: 'pending' | 'approved' | 'used'; readonly callHash: string }
+  | { readonly status: 'declined' | 'expired'; readonly callHash: string; readonly reason: string };
+
 /** The verdict on one approval: its single-use id and lifetime from the verified bytes, or why not. */
 export type CallApprovalProof =
   | { readonly verified: true; readonly id: string; readonly expiresAt: number }
@@ -58,6 +63,14 @@ export interface CallApprovalGate {
   verify(call: GatedCall, approval: { readonly role: string; readonly credential: string }): Promise<CallApprovalProof>;
   /** Marks a request's approvals used once they authorised the call (for the windows; the ledger is what binds). */
   markUsed(requestId: string): Promise<void>;
+  /**
+   * Waits at most `timeoutMs` for the request to be decided (a long-poll ending early when a window
+   * decides it), then says where it stands; `undefined` for an unknown request. Reads only.
+   */
+  wait(
+    requestId: string,
+    options: { readonly timeoutMs: number; readonly signal?: AbortSignal },
+  ): Promise<CallRequestStatus | undefined>;
 }
 
 /** One `approval_required` decision, for the audit chain. */
@@ -125,6 +138,13 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
       record({ tool, principal, decision: 'deny', reason, ...extra });
       return { decision: 'deny', reason };
     };
+    // The person declined, or nobody decided in time: the reason, in words and structured.
+    const ended = (requestId: string, outcome: Ended): CallVerdict => {
+      const reason = `Refused: ${outcome.reason}. Nothing was sent.`;
+      record({ tool, principal, decision: 'deny', reason, callHash: outcome.callHash, requestId });
+      const detail = { requestId, status: outcome.status, reason: outcome.reason };
+      return { decision: 'deny', reason, result: refusalResult(reason, detail, request.hasOutputSchema) };
+    };
     const { gate, store } = options;
     if (gate === undefined || store === undefined)
       return deny(`${tool} needs a person's approval, and no approvals can be given here, so the call is refused.`);
@@ -136,7 +156,18 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
       return deny(`${tool} needs approval over its exact arguments, and these cannot be put in canonical form.`);
     }
     const call: GatedCall = { tool, arguments: request.arguments, callHash, roles };
-    // 3. The approvals on record for exactly this call, found by reference.
+    // 3. The retry of a URL ask about a request for this call that was decided since: how it ended
+    //    (asking afresh would hide the decline). The state only names the request; the store says.
+    const retried = context.retryOf?.startsWith(askPrefix) ? context.retryOf.slice(askPrefix.length) : undefined;
+    if (retried !== undefined) {
+      const before = await readStatus(gate, retried, 0, context.signal).catch((error: unknown) => {
+        options.onError?.(error);
+        return undefined;
+      });
+      if (before?.callHash === callHash && (before.status === 'declined' || before.status === 'expired'))
+        return ended(retried, before);
+    }
+    // 4. The approvals on record for exactly this call, found by reference.
     let check: CallApprovalCheck;
     try {
       check = await gate.check(call);
@@ -148,9 +179,28 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
     if (check.status === 'pending') {
       const reason = approvalNeededText(tool, check);
       record({ tool, principal, decision: 'ask', callHash, requestId: check.requestId, reason });
-      return { decision: 'deny', reason, result: approvalNeededResult(reason, check, request.hasOutputSchema) };
+      // A client that can open URLs is sent to the windows and waits the protocol's way (the input
+      // primitive's URL ask); any other gets the refusal naming them, and calls again.
+      const asked = await askInWindows(gate, check, { tool, callHash, context });
+      if (asked.status === 'ended') return ended(check.requestId, asked.outcome);
+      if (asked.status === 'refused') return deny(asked.reason, { callHash, requestId: check.requestId });
+      if (asked.status !== 'approved')
+        return { decision: 'deny', reason, result: approvalNeededResult(reason, check, request.hasOutputSchema) };
+      try {
+        check = await gate.check(call);
+      } catch (error) {
+        options.onError?.(error);
+        return deny(`${tool} needs approval, and the approvals could not be read, so the call is refused.`, {
+          callHash,
+        });
+      }
+      if (check.status !== 'approved')
+        return deny(`${tool} needs approval, and request ${asked.requestId} is no longer approved; call again.`, {
+          callHash,
+          requestId: asked.requestId,
+        });
     }
-    // 4. One approval per role, each verified field by field against this call.
+    // 5. One approval per role, each verified field by field against this call.
     const ids: EvidenceId[] = [];
     for (const role of roles) {
       const approval = check.approvals.find((entry) => entry.role === role);
@@ -173,7 +223,7 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
         });
       ids.push({ id: proof.id, expiresAt: proof.expiresAt });
     }
-    // 5. Spent once, before the call is forwarded: a second use of the same approval is refused.
+    // 6. Spent once, before the call is forwarded: a second use of the same approval is refused.
     let reservation: string;
     try {
       const reserved = await store.reserve(ids, now());
@@ -189,7 +239,7 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
       options.onError?.(error);
       return deny('The single-use evidence store is unavailable, so the call is refused.', { callHash });
     }
-    // 6. The allow is on the audit chain before anything is spent or sent: unrecorded, it is refused.
+    // 7. The allow is on the audit chain before anything is spent or sent: unrecorded, it is refused.
     try {
       await options.onDecision?.({
         tool,
@@ -218,6 +268,71 @@ export function approvalRequired(options: ApprovalRequiredOptions): CallFilter {
   };
 }
 
+/** The URL ask's `id` prefix: `call-approval/<request id>`, what a retry's request state names. */
+const askPrefix = 'call-approval/';
+
+/** How the person's decision in the windows ended, as far as the call is concerned. */
+type WindowsAnswer =
+  | { readonly status: 'approved'; readonly requestId: string }
+  | { readonly status: 'not-asked' }
+  | { readonly status: 'ended'; readonly outcome: Ended }
+  | { readonly status: 'refused'; readonly reason: string };
+
+/** A request that ended without approval. */
+type Ended = Extract<CallRequestStatus, { status: 'declined' | 'expired' }>;
+
+/**
+ * Sends the person to the approval windows through the input primitive's URL ask (SPEC §3.12):
+ * a 2026-07-28 client gets `input_required` (the ask throws {@link InputRequired} past this
+ * filter), a 2025-11-25 client's call stays open until a window decides. `not-asked` when the
+ * client cannot open URLs, or would not: the caller refuses with the windows' URLs.
+ */
+async function askInWindows(
+  gate: CallApprovalGate,
+  check: Extract<CallApprovalCheck, { status: 'pending' }>,
+  ask: { readonly tool: string; readonly callHash: string; readonly context: CallContext },
+): Promise<WindowsAnswer> {
+  const { context, tool } = ask;
+  if (context.elicit === undefined) return { status: 'not-asked' };
+  const { requestId } = check;
+  const answer = await context.elicit({
+    mode: 'url',
+    id: `${askPrefix}${requestId}`,
+    pages: Object.fromEntries(
+      check.waitingFor.map((role) => [
+        role,
+        {
+          message: `The ${role} approves or declines exactly this call of ${tool} with their passkey, in their approval window.`,
+          url: check.approveUrls[role] ?? '',
+        },
+      ]),
+    ),
+    // Reads the request only: a long-poll that ends early when a window decides it.
+    settled: async ({ timeoutMs, signal }) =>
+      (await readStatus(gate, requestId, timeoutMs, signal))?.status !== 'pending',
+  });
+  if (answer.action !== 'accept') return { status: 'not-asked' };
+  const decided = await readStatus(gate, requestId, 0, context.signal);
+  // Bound to this call: a request for another hash never answers for it.
+  if (decided === undefined || decided.callHash !== ask.callHash)
+    return {
+      status: 'refused',
+      reason: `Refused: approval request ${requestId} is not for this call. Nothing was sent.`,
+    };
+  if (decided.status === 'declined' || decided.status === 'expired') return { status: 'ended', outcome: decided };
+  if (decided.status === 'pending') return { status: 'not-asked' };
+  return { status: 'approved', requestId };
+}
+
+function readStatus(
+  gate: CallApprovalGate,
+  requestId: string,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<CallRequestStatus | undefined> {
+  return gate.wait(requestId, { timeoutMs, ...(signal !== undefined && { signal }) });
+}
+
 function approvalNeededText(tool: string, check: Extract<CallApprovalCheck, { status: 'pending' }>): string {
   const windows = check.waitingFor.map((role) => `the ${role} (${check.approveUrls[role] ?? 'approval window'})`);
   return (
@@ -239,10 +354,14 @@ function approvalNeededResult(
     approveUrls: check.approveUrls,
     expiresAt: check.expiresAt,
   };
+  return refusalResult(reason, { [approvalRequiredKey]: detail }, hasOutputSchema);
+}
+
+function refusalResult(reason: string, structured: Record<string, unknown>, hasOutputSchema: boolean): CallToolResult {
   return {
     isError: true,
     content: [{ type: 'text', text: reason }],
     // A tool with an output schema gets text only: its structured content must match that schema.
-    ...(hasOutputSchema ? {} : { structuredContent: { [approvalRequiredKey]: detail } }),
+    ...(hasOutputSchema ? {} : { structuredContent: structured }),
   };
 }

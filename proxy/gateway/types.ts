@@ -94,6 +94,12 @@ export interface CallContext {
   readonly scope: DiscoveryScope;
   /** Present when the client declared form elicitation. */
   readonly elicit?: Elicit;
+  /**
+   * On the retry of a URL ask (a 2026-07-28 client's), the ask's `id` as its signed request state
+   * names it (`call-approval/<id>`). Read only to answer how that ask ended (declined, expired)
+   * when asking afresh would hide it; never evidence that anything was approved.
+   */
+  readonly retryOf?: string;
   /** Aborts the operation (client cancelled, connection gone). */
   readonly signal?: AbortSignal;
   /**

@@ -11,7 +11,7 @@ import {
 } from '@modelcontextprotocol/server';
 import canonicalize from 'canonicalize';
 import { InputRequired, isInputRequired } from '../gateway/input-required';
-import type { Elicit, Principal, RelayRequest, UrlElicitation } from '../gateway/types';
+import type { CallContext, Elicit, Principal, RelayRequest, UrlElicitation } from '../gateway/types';
 import { memorySpentLedger, type SpentLedger } from '../store/spent-ledger';
 import { createHeldCalls, type HeldStep } from './held-calls';
 
@@ -73,6 +73,8 @@ export interface Turn {
   readonly relay?: RelayRequest;
   /** Aborts the call: the client cancelled, or gave up answering. */
   readonly signal: AbortSignal;
+  /** On the retry of a URL ask, what that ask was about ({@link CallContext.retryOf}). */
+  readonly retryOf?: string;
 }
 
 /** How a face runs a round. */
@@ -255,7 +257,10 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
         }
         throw new InputRequired(key, params);
       };
-      const turn = { ...(canAsk && { elicit }), signal: ctx.mcpReq.signal };
+      // The retry's signed, spent state names the URL ask it answers: an asker whose request was
+      // decided since can say how it ended instead of asking afresh.
+      const retryOf = state?.about;
+      const turn = { ...(canAsk && { elicit }), signal: ctx.mcpReq.signal, ...(retryOf !== undefined && { retryOf }) };
       try {
         if (!hold) return await answer(turn);
         const step = await holds.start((relay, signal) => answer({ ...turn, relay, signal }), ctx.mcpReq.signal);

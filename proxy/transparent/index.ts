@@ -4,7 +4,11 @@ export { refusedMetaKey } from '../downstream/relay-server-requests';
 export type { BlockedCall, BlockReason, BlockStatus } from '../elicitation/blocked-call';
 export { blockedCallResult } from '../elicitation/blocked-call';
 export type { ElicitationFilterOptions } from '../elicitation/elicitation-filter';
-export { elicitationFilter, resolveElicitationPolicy } from '../elicitation/elicitation-filter';
+export {
+  elicitationFilter,
+  passkeyConfirmationRules,
+  resolveElicitationPolicy,
+} from '../elicitation/elicitation-filter';
 export type {
   Elicit,
   ElicitationCall,

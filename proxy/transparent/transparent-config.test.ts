@@ -64,6 +64,19 @@ describe('parseTransparentConfig', () => {
     });
   });
 
+  it('keeps who confirms with a passkey, and refuses an empty list of them', () => {
+    const tools = (confirmIf: unknown) =>
+      parseTransparentConfig(
+        { upstream: { url: 'https://mcp.example/mcp' }, tools: { cancel: { confirm_if: confirmIf } } },
+        'cfg.yaml',
+      );
+    expect(tools({ always: true, passkey: ['child'] }).tools.cancel?.confirmIf).toEqual({
+      always: true,
+      passkey: ['child'],
+    });
+    expect(() => tools({ always: true, passkey: [] })).toThrow(/name at least one role who confirms with a passkey/);
+  });
+
   it.each([
     ['neither url nor command', { upstream: {} }, 'cfg.yaml: upstream: set exactly one of upstream.url'],
     ['both url and command', { upstream: { url: 'http://a/mcp', command: 'x' } }, 'set exactly one of upstream.url'],

@@ -82,8 +82,12 @@ export interface ToolPolicy {
     readonly queryMinLength?: number;
     readonly genericTerms: readonly string[];
   };
-  /** `always`: the person confirms the exact call, through a form, before it is forwarded. */
-  readonly confirmIf?: { readonly always: boolean };
+  /**
+   * `always`: the person confirms the exact call before it is forwarded: through a form, or, with
+   * `passkey`, with those roles' passkeys in the household's approval windows (the
+   * `approval_required` path, docs/human-authority.md), never a form.
+   */
+  readonly confirmIf?: { readonly always: boolean; readonly passkey?: readonly string[] };
 }
 
 /** The call-time policy the elicitation middleware applies; shared by transparent and search mode. */
@@ -105,6 +109,12 @@ export interface ElicitationPolicy {
     };
   };
   readonly tools: Readonly<Record<string, ToolPolicy>>;
+  /**
+   * `approval-required`: the host enforces `confirm_if.passkey` with the `approval_required`
+   * filter (the household app), so the middleware leaves those calls to it. Absent: there are no
+   * approval windows here, and such a call is refused (fail closed), never confirmed by a form.
+   */
+  readonly passkeyConfirmations?: 'approval-required';
 }
 
 /**
@@ -258,7 +268,12 @@ const toolSchema = mapping({
     query_min_length: z.number().int().nonnegative().optional(),
     generic_terms: list(text('a term'), 'terms').default([]),
   }).optional(),
-  confirm_if: mapping({ always: flag().default(false) }).optional(),
+  confirm_if: mapping({
+    always: flag().default(false),
+    passkey: list(text('a household role'), 'household roles')
+      .min(1, 'name at least one role who confirms with a passkey')
+      .optional(),
+  }).optional(),
 });
 
 const globList = list(
@@ -347,7 +362,12 @@ function toToolPolicy(tool: FileConfig['tools'][string]): ToolPolicy {
         genericTerms: tool.ambiguous_if.generic_terms,
       },
     }),
-    ...(tool.confirm_if !== undefined && { confirmIf: { always: tool.confirm_if.always } }),
+    ...(tool.confirm_if !== undefined && {
+      confirmIf: {
+        always: tool.confirm_if.always,
+        ...(tool.confirm_if.passkey !== undefined && { passkey: tool.confirm_if.passkey }),
+      },
+    }),
   };
 }
 

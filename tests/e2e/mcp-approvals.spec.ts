@@ -114,13 +114,13 @@ async function orderTools(callTool: Caller) {
   };
 }
 
-/** A v2 client pinned to 2026-07-28 declaring URL elicitation; its handler opens nothing, it records. */
-async function modernClient(inbox: ReturnType<typeof urlInbox>, options: { manual?: boolean } = {}) {
+/** A v2 client pinned to 2026-07-28 declaring URL elicitation (or, `urls: false`, forms only); its handler opens nothing, it records. */
+async function modernClient(inbox: ReturnType<typeof urlInbox>, options: { manual?: boolean; urls?: boolean } = {}) {
   const client = new Client(
     { name: 'e2e-mcp-2026', version: '1.0.0' },
     {
       versionNegotiation: { mode: { pin: '2026-07-28' } },
-      capabilities: { elicitation: { url: {} } },
+      capabilities: { elicitation: options.urls === false ? { form: {} } : { url: {} } },
       ...(options.manual && { inputRequired: { autoFulfill: false } }),
     },
   );
@@ -279,6 +279,51 @@ describe('household approvals for external MCP clients on /mcp', () => {
       expect(paid).toMatchObject({ status: 'succeeded', amountCents: 1500 });
     } finally {
       await client.close();
+    }
+  });
+
+  it('a gated cancel from a 2026-07-28 client: the child’s window opened from its URL shows that call only, the passkey approves it, and the client’s retry cancels the order', async () => {
+    writeFileSync(clockFile, '0');
+    // A payment also waits for the child, asked by a client that cannot open URLs (it gets pending).
+    const formsOnly = await modernClient(urlInbox(1), { urls: false });
+    const inbox = urlInbox(1);
+    const { client, callTool } = await modernClient(inbox);
+    try {
+      const other = await orderTools(formsOnly.callTool);
+      const waiting = jsonOf(
+        await other.call('request_approval', { invoice: (await other.invoice('cheese-slice')).invoice }),
+      );
+      expect(waiting).toMatchObject({ status: 'pending' });
+      const tools = await orderTools(callTool);
+      const found = await callTool('search_tools', { query: 'cancel order', top_k: 10, handle: tools.handle });
+      expect(JSON.stringify(found.structuredContent)).toContain('pizza__cancel_order');
+      const invoice = await tools.invoice('cheese-slice');
+      const cancelling = tools.call('pizza__cancel_order', { invoiceId: invoice.invoiceId });
+      const [url] = await inbox.first;
+      const requestId = new URL(url ?? '').searchParams.get('request');
+      expect(url).toBe(`${app.origin}/approve?as=child&request=${requestId}`);
+      await child.bringToFront();
+      await child.goto(url ?? '');
+      const card = child.getByRole('article', { name: 'Your agent asks to cancel an order' });
+      await card.waitFor();
+      await child.getByText('This window was opened for one request.').waitFor();
+      // That call only: the payment waiting for the child is not on this page.
+      expect(await child.getByRole('article').count()).toBe(1);
+      expect(await card.locator('li').allTextContents()).toEqual([`invoiceId: ${invoice.invoiceId}`]);
+      await screenshot(child, 'mcp-gated-call-window-for-one-request');
+      await card.getByRole('button', { name: 'Approve with passkey' }).click();
+      await child.getByText('Approved ✓ — the call will run once, exactly as shown.').waitFor();
+      const cancelled = await cancelling;
+      expect(cancelled.isError, textOf(cancelled)).toBeFalsy();
+      expect(cancelled.structuredContent).toMatchObject({ invoiceId: invoice.invoiceId, cancelled: true });
+      // An id that is not waiting for the child shows a clear message and no request at all.
+      await child.goto(`${app.origin}/approve?as=child&request=no-such-request`);
+      await child.getByText(/^This request is not waiting for the child\./).waitFor();
+      expect(await child.getByRole('article').count()).toBe(0);
+      await screenshot(child, 'mcp-window-unknown-request');
+    } finally {
+      await client.close();
+      await formsOnly.client.close();
     }
   });
 

@@ -323,6 +323,31 @@ describe('approvals over HTTP', () => {
       json: { error: 'not signed in as parent' },
     });
 
+    // Opened for one request (`&request=<id>`): that request only, or nothing with a clear flag.
+    const only = await call(handlers.pending, `/api/pending?as=child&request=${small.approvalId}`, {
+      cookie: child.cookie,
+    });
+    expect(only.json).toEqual({
+      role: 'child',
+      approvals: [expect.objectContaining({ approvalId: small.approvalId })],
+      calls: [],
+      request: { id: small.approvalId, waiting: true },
+    });
+    for (const [as, id, cookie] of [
+      ['child', 'no-such-request', child.cookie],
+      ['parent', small.approvalId, parent.cookie],
+    ] as const) {
+      expect((await call(handlers.pending, `/api/pending?as=${as}&request=${id}`, { cookie })).json).toEqual({
+        role: as,
+        approvals: [],
+        calls: [],
+        request: { id, waiting: false },
+      });
+    }
+    expect(
+      await call(handlers.pending, `/api/pending?as=child&request=${'x'.repeat(201)}`, { cookie: child.cookie }),
+    ).toMatchObject({ status: 400 });
+
     // The child's cookie cannot start or finish the parent's approval.
     expect(
       await call(handlers.approvalOptions, '/api/approve/options?as=parent', {
