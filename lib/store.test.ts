@@ -146,6 +146,7 @@ describe('openHouseholdStore: the file', () => {
         'pins',
         'limits',
         'call-approvals',
+        'allowances',
       ]),
     );
 

@@ -1,7 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { type CallApprovalStore, IdentityError, type IdentityStore } from '../identity/index';
+import { type AllowanceStore, type CallApprovalStore, IdentityError, type IdentityStore } from '../identity/index';
 import {
   createSqliteDiscoveryStore,
   createSqliteEvidenceStore,
@@ -14,6 +14,7 @@ import {
   pinStoreMigrations,
 } from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
+import { allowanceMigrations } from './allowance-migrations';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
@@ -23,6 +24,7 @@ import type { RequestLimitStore } from './limits/request-limits';
 import { createSqliteRequestLimitStore, requestLimitMigrations } from './limits/sqlite-request-limits';
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
+import { createSqliteAllowanceStore } from './sqlite-allowance-store';
 import { createSqliteCallApprovalStore } from './sqlite-call-approval-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
 
@@ -44,6 +46,8 @@ const migrations: Readonly<Record<string, readonly Migration[]>> = {
   limits: requestLimitMigrations,
   // Approval requests for gated non-payment calls (docs/human-authority.md), apart from `approvals`.
   'call-approvals': callApprovalMigrations,
+  // Standing allowances, their revocations and spent budgets (docs/human-authority.md).
+  allowances: allowanceMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -77,6 +81,8 @@ export interface HouseholdStore {
   readonly pins: PinStore;
   /** Requests for a person's passkey yes to one gated non-payment call (docs/human-authority.md). */
   readonly callApprovals: CallApprovalStore;
+  /** Standing allowances the parent signed, their revocations and spent budgets (docs/human-authority.md). */
+  readonly allowances: AllowanceStore;
   /** Closes the connection; every store on it is unusable afterwards. */
   close(): void;
 }
@@ -112,6 +118,7 @@ export function openHouseholdStore(options: HouseholdStoreOptions): HouseholdSto
       limits: createSqliteRequestLimitStore(opened),
       pins: createSqlitePinStore(opened),
       callApprovals: createSqliteCallApprovalStore(opened),
+      allowances: createSqliteAllowanceStore(opened),
       close: () => {
         opened.close();
       },
