@@ -212,7 +212,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
               household: { adminDid: household.adminDid, adminJwk: household.adminJwk },
               webauthn: { rpId: env.rpId, origin: env.origin },
             },
-            resolvers: familySpendLookups({ household, store: store.identity }),
+            resolvers: familySpendLookups({ household, store: store.identity, allowances: store.allowances }),
             now,
             onDecision: recorded.onPolicyDecision,
           }),
