@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import type { Allowances } from './allowances';
 import type { PasskeyAssertion } from './credentials';
 import type { IdentityEventSink } from './events';
 import type { Household } from './household';
@@ -16,6 +17,11 @@ export interface ApprovalsOptions {
   /** Origin of the approval windows (`approveUrls`) and of passkey assertions. */
   readonly origin: string;
   readonly rpId: string;
+  /**
+   * The parent's standing allowances: an order one covers needs only the child; one at a merchant
+   * where the parent set an allowance that does not cover it needs the parent, whatever its total.
+   */
+  readonly allowances?: Pick<Allowances, 'cover'>;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
   /** How often a waiter re-reads the store for a decision taken in another process; default 1 s. */
@@ -222,9 +228,16 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
         return refuse('the invoice names another merchant than its signer');
       const sum = terms.data.items.reduce((total, item) => total + item.qty * item.unitPriceCents, 0);
       if (sum !== terms.data.totalCents) return refuse('the invoice total is not the sum of its lines');
-      // 3. Who must approve, from the signed total alone.
+      // 3. Who must approve, from the signed total and the parent's allowance at this merchant.
       const required = requiredRolesFor(terms.data.totalCents);
       if (!required.ok) return refuse(required.reason);
+      const cover = await options.allowances?.cover({
+        childDid: household.members.child,
+        merchantDid: verified.credential.iss,
+        totalCents: terms.data.totalCents,
+      });
+      if (cover?.status === 'covered') required.roles = ['child'];
+      if (cover?.status === 'not-covered') required.roles = ['child', 'parent'];
       // 4. One durable request per invoice: asking again returns the same request.
       const now = clock().getTime();
       const { record, created } = await store.create({

@@ -10,6 +10,11 @@ export const lifetimeSeconds = {
   OrderApproval: 15 * 60,
   /** A person's yes to one gated non-payment call (docs/human-authority.md), spent once. */
   CallApproval: 15 * 60,
+  /**
+   * A parent's standing allowance (docs/human-authority.md "Standing allowances"): the household
+   * signs it over the parent's passkey yes to its terms; it lives until the terms' expiry, at most a year.
+   */
+  Allowance: 366 * 24 * 60 * 60,
   PaymentReceipt: 24 * 60 * 60,
   FulfilmentCommitment: 24 * 60 * 60,
   FamilyMembership: 365 * 24 * 60 * 60,
@@ -72,5 +77,16 @@ export interface CallApprovalClaims {
   /** base64url SHA-256 of the call's RFC 8785 bytes `{"tool": …, "arguments": {…}}`. */
   readonly callHash: string;
   readonly requestId: string;
+  readonly passkey: PasskeyAssertion;
+}
+
+/** `Allowance` subject fields: the parent's passkey yes to a standing allowance's terms, signed by the household. */
+export interface AllowanceClaims {
+  /** Always `parent`: only the parent can let the child order without asking. */
+  readonly role: Role;
+  /** The terms' RFC 8785 bytes: what the parent's window showed and what the hash covers. */
+  readonly terms: string;
+  /** base64url SHA-256 of `terms`: the passkey challenge. */
+  readonly termsHash: string;
   readonly passkey: PasskeyAssertion;
 }

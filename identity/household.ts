@@ -34,6 +34,8 @@ export interface IssueRequest {
   readonly claims: Readonly<Record<string, unknown>>;
   /** `iat` = `nbf`; `exp` = now + the type's lifetime. */
   readonly now: Date;
+  /** An earlier `exp` than the type's lifetime gives (an `Allowance` ends when its terms say); never a later one. */
+  readonly expiresAt?: Date;
 }
 
 /** A W3C DID document, as served at `/.well-known/did.json` and pinned in the trust config. */
@@ -242,7 +244,11 @@ async function issueCredential(
   request: Omit<IssueRequest, 'signer'> & { readonly issuer: string },
 ): Promise<string> {
   const iat = Math.floor(request.now.getTime() / 1000);
-  const exp = iat + lifetimeSeconds[request.type];
+  const longest = iat + lifetimeSeconds[request.type];
+  const exp = request.expiresAt === undefined ? longest : Math.floor(request.expiresAt.getTime() / 1000);
+  if (!(exp > iat && exp <= longest)) {
+    throw new IdentityError('issue-failed', `a ${request.type} must expire after it is issued and within its lifetime`);
+  }
   try {
     const credential = await agent.createVerifiableCredential({
       proofFormat: 'jwt',

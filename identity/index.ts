@@ -4,6 +4,33 @@
  * and the tests import from here only. It declares the store and event sink it needs; the host
  * implements them.
  */
+export type {
+  AllowanceHold,
+  AllowanceHoldResult,
+  AllowanceRecord,
+  AllowanceStore,
+} from './allowance-store';
+export {
+  type AllowanceCover,
+  type AllowanceOrder,
+  type AllowanceTerms,
+  allowanceCovers,
+  allowanceHashOf,
+  allowanceTermsSchema,
+  canonicalTerms,
+  maxAllowanceSeconds,
+  parseCanonicalTerms,
+  periodKeyOf,
+} from './allowance-terms';
+export {
+  type AllowanceCoverOutcome,
+  type AllowanceDraft,
+  type AllowanceOutcome,
+  type Allowances,
+  type AllowancesOptions,
+  type AllowanceView,
+  createAllowances,
+} from './allowances';
 export { approvalTools, maxWaitSeconds } from './approval-tools';
 export {
   type ApprovalEvidenceSet,
@@ -32,6 +59,7 @@ export {
   maxPendingCallApprovals,
 } from './call-approvals';
 export {
+  type AllowanceClaims,
   type AuditCheckpointClaims,
   type CallApprovalClaims,
   type CredentialType,
@@ -116,6 +144,7 @@ export type {
 export { roles } from './store';
 export { type TrustMerchantRequest, trustMerchant } from './trust-merchant';
 export { createVeramoVerifier } from './veramo-verifier';
+export { type AllowanceEvidence, type AllowanceVerdict, verifyAllowance } from './verify-allowance';
 export { type CallApprovalEvidence, type CallApprovalVerdict, verifyCallApproval } from './verify-call-approval';
 export {
   type CredentialExpectation,

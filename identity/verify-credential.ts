@@ -45,6 +45,7 @@ const subjectRequired: ReadonlySet<CredentialType> = new Set([
   'PasskeyEnrollment',
   'OrderApproval',
   'CallApproval',
+  'Allowance',
   'AuditCheckpoint',
 ]);
 

@@ -12,6 +12,7 @@ import {
 } from '../proxy/index';
 import { createPostgresChatStore, postgresChatMigrations } from './agent/postgres-chat-store';
 import { createPostgresTurnLeaseStore, postgresTurnLeaseMigrations } from './agent/postgres-turn-leases';
+import { allowancesNotOnPostgres } from './allowances-not-on-postgres';
 import type { AuditLog } from './audit/audit-log';
 import { createPostgresAuditLog, postgresAuditMigrations } from './audit/postgres-audit-log';
 import { createPostgresCheckpointStore, postgresCheckpointMigrations } from './audit/postgres-checkpoint-store';
@@ -98,6 +99,7 @@ export async function openPostgresHouseholdStore(options: PostgresHouseholdStore
     pins: createPostgresPinStore(opened),
     callApprovals: createPostgresCallApprovalStore(opened),
     turnLeases: createPostgresTurnLeaseStore(opened),
+    allowances: allowancesNotOnPostgres(),
     checkpoints: createPostgresCheckpointStore(opened),
     close: () => {
       void opened.end().catch(() => undefined);

@@ -3,6 +3,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import {
   approvalTools,
+  createAllowances,
   type DidDocument,
   type Household,
   IdentityError,
@@ -209,11 +210,20 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       (env.stripeSecretKey === undefined
         ? createMockRail({ store: store.mockRail })
         : createStripeRail({ secretKey: env.stripeSecretKey }));
+    // The parent's standing allowances (docs/human-authority.md): read by family-spend, spent by settlement.
+    const allowances = createAllowances({
+      household,
+      store: store.allowances,
+      origin: env.origin,
+      rpId: env.rpId,
+      clock,
+    });
     const settlement = createSettlement({
       household,
       approvals: identity.approvals,
       payments: store.payments,
       rail,
+      allowances,
       events,
       clock,
       ...(options.afterRailCharge === undefined ? {} : { afterRailCharge: options.afterRailCharge }),
@@ -233,7 +243,12 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
               household: { adminDid: household.adminDid, adminJwk: household.adminJwk },
               webauthn: { rpId: env.rpId, origin: env.origin },
             },
-            resolvers: familySpendLookups({ household, store: store.identity }),
+            resolvers: familySpendLookups({
+              household,
+              store: store.identity,
+              allowances: store.allowances,
+              clock,
+            }),
             now,
             onDecision: recorded.onPolicyDecision,
           }),

@@ -1,6 +1,7 @@
 import {
   type Approvals,
   type CallApprovals,
+  createAllowances,
   createApprovals,
   createCallApprovals,
   createPasskeys,
@@ -68,7 +69,15 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       adminDid: env.adminDid,
       now: clock,
     });
-    const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, events, clock });
+    // Standing allowances decide who must approve an order (docs/human-authority.md).
+    const allowances = createAllowances({
+      household,
+      store: store.allowances,
+      origin: env.origin,
+      rpId: env.rpId,
+      clock,
+    });
+    const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, allowances, events, clock });
     const callApprovals = createCallApprovals({
       household,
       store: store.callApprovals,

@@ -147,6 +147,7 @@ describe('openHouseholdStore: the file', () => {
         'limits',
         'call-approvals',
         'turn-leases',
+        'allowances',
       ]),
     );
 

@@ -1,7 +1,7 @@
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { type CallApprovalStore, IdentityError, type IdentityStore } from '../identity/index';
+import { type AllowanceStore, type CallApprovalStore, IdentityError, type IdentityStore } from '../identity/index';
 import {
   createSqliteDiscoveryStore,
   createSqliteEvidenceStore,
@@ -15,6 +15,7 @@ import {
 } from '../proxy/index';
 import { type ChatStore, chatMigrations, createSqliteChatStore } from './agent/chat-store';
 import { createSqliteTurnLeaseStore, type TurnLeaseStore, turnLeaseMigrations } from './agent/turn-leases';
+import { allowanceMigrations } from './allowance-migrations';
 import { applyMigrations, type Migration } from './apply-migrations';
 import { auditCheckpointsFileName } from './audit/audit-checkpoints';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
@@ -28,6 +29,7 @@ import { createSqliteRequestLimitStore, requestLimitMigrations } from './limits/
 import { createSqliteMockRailStore, type MockRailStore, mockRailMigrations } from './payments/mock-rail';
 import { createSqlitePaymentStore, type PaymentStore, paymentsMigrations } from './payments/payment-store';
 import { openPostgresHouseholdStore } from './postgres-household-store';
+import { createSqliteAllowanceStore } from './sqlite-allowance-store';
 import { createSqliteCallApprovalStore } from './sqlite-call-approval-store';
 import { createSqliteIdentityStore } from './sqlite-identity-store';
 
@@ -52,6 +54,8 @@ export const sqliteHouseholdMigrations: Readonly<Record<string, readonly Migrati
   'call-approvals': callApprovalMigrations,
   // Who runs each chat turn, so another instance finishes an order whose instance died (docs/scale-out.md).
   'turn-leases': turnLeaseMigrations,
+  // Standing allowances, their revocations and spent budgets (docs/human-authority.md).
+  allowances: allowanceMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -116,6 +120,8 @@ export interface HouseholdStore {
    * the shared table on PostgreSQL. The witness stays outside either.
    */
   readonly checkpoints: CheckpointStore;
+  /** Standing allowances the parent signed, their revocations and spent budgets (docs/human-authority.md). */
+  readonly allowances: AllowanceStore;
   /**
    * Closes the connection (SQLite) or ends the pool (PostgreSQL, in the background: queries already
    * sent finish first); every store on it is unusable afterwards.
@@ -161,6 +167,7 @@ export function openSqliteHouseholdStore(options: { readonly path: string }): Ho
       callApprovals: createSqliteCallApprovalStore(opened),
       turnLeases: createSqliteTurnLeaseStore(opened),
       checkpoints: createFileCheckpointStore(join(dirname(path), auditCheckpointsFileName)),
+      allowances: createSqliteAllowanceStore(opened),
       close: () => {
         opened.close();
       },

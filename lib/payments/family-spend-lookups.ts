@@ -1,4 +1,10 @@
-import type { Household, IdentityStore } from '../../identity/index';
+import {
+  type AllowanceStore,
+  type Household,
+  type IdentityStore,
+  parseCanonicalTerms,
+  periodKeyOf,
+} from '../../identity/index';
 import { type LookupResolver, safeJsonParse } from '../../proxy/index';
 
 /** Options of {@link familySpendLookups}. */
@@ -7,6 +13,10 @@ export interface FamilySpendLookupsOptions {
   readonly household: Pick<Household, 'members' | 'memberships'>;
   /** Enrolled passkeys (with their `PasskeyEnrollment`) and the operator's trusted merchants. */
   readonly store: Pick<IdentityStore, 'passkeys' | 'merchants'>;
+  /** The parent's standing allowances; without them no allowance is ever looked up (the tiers are as before). */
+  readonly allowances?: AllowanceStore;
+  /** The clock the current budget period is read at; default now. */
+  readonly clock?: () => Date;
 }
 
 /**
@@ -20,6 +30,11 @@ export interface FamilySpendLookupsOptions {
  *   binding itself, so a lying approval can only fetch credentials that then fail to match it.
  *   Anything not found is `undefined` (the field is missing, and the call is denied).
  * - `trustedMerchants`: `[{did, jwk}]` of the merchants the operator pinned.
+ * - `allowance {approval, arguments}`: the newest standing allowance the parent signed for the
+ *   child whose DID is the approval's `iss`, at the merchant the call pays, whatever its state;
+ *   with the parent's membership and the enrollment of the passkey it carries, whether it is
+ *   revoked, and what the current period (in the allowance's own time zone) has held. The policy
+ *   verifies it; the charge's hold then spends the budget atomically.
  */
 export function familySpendLookups(options: FamilySpendLookupsOptions): Record<string, LookupResolver> {
   const { household, store } = options;
@@ -40,6 +55,34 @@ export function familySpendLookups(options: FamilySpendLookupsOptions): Record<s
       const passkey = await store.passkeys.get(credentialId);
       if (passkey === undefined) return undefined;
       return { membership, enrollment: passkey.enrollment };
+    },
+    async allowance(args) {
+      const allowances = options.allowances;
+      const child = unverifiedClaims(args.approval)?.iss;
+      const call = args.arguments as { merchantId?: unknown } | undefined;
+      if (allowances === undefined || typeof child !== 'string' || typeof call?.merchantId !== 'string')
+        return undefined;
+      const record = await allowances.latestFor(child, call.merchantId);
+      if (record === undefined) return undefined;
+      // Terms the store cannot read: the allowance is handed over all the same, and the policy refuses it.
+      const terms = parseCanonicalTerms(record.terms);
+      const spentCents =
+        terms === undefined
+          ? 0
+          : await allowances.spentCents(
+              record.allowanceId,
+              periodKeyOf(terms, (options.clock ?? (() => new Date()))()),
+            );
+      const credentialId = readPasskeyCredentialId(unverifiedClaims(record.credential));
+      const passkey = credentialId === undefined ? undefined : await store.passkeys.get(credentialId);
+      return {
+        credential: record.credential,
+        membership: household.memberships.parent,
+        // No enrolled passkey: an enrollment that cannot verify, so the policy refuses the allowance.
+        enrollment: passkey?.enrollment ?? 'none.none.none',
+        revoked: record.revokedAt !== undefined,
+        spentCents,
+      };
     },
     async trustedMerchants() {
       const merchants = await store.merchants.list();

@@ -1,4 +1,4 @@
-import type { Approvals, Household } from '../../identity/index';
+import type { Allowances, Approvals, Household } from '../../identity/index';
 import type { EventBus } from '../events';
 import { PaymentError } from './payment-error';
 import type { PaymentStore } from './payment-store';
@@ -50,6 +50,11 @@ export interface SettlementOptions {
   readonly approvals: Approvals;
   readonly payments: PaymentStore;
   readonly rail: PaymentRail;
+  /**
+   * The parent's standing allowances: an order the parent did not approve, for a child the parent
+   * set an allowance for at that merchant, spends its budget before the rail is called.
+   */
+  readonly allowances?: Allowances;
   readonly events?: EventBus;
   readonly clock?: () => Date;
   /**
@@ -120,6 +125,8 @@ export function createSettlement(options: SettlementOptions): Settlement {
     const now = clock();
     if (answer.status === 'declined') {
       await payments.decline(invoiceId, { reason: answer.reason, now: now.getTime() });
+      // Nothing was spent: the allowance's budget is freed for the retry or another order.
+      await options.allowances?.release(invoiceId);
       emit('charge-declined', 'deny', `the rail declined: ${answer.reason}`, {
         invoiceId,
         approvalId: record.approvalId,
@@ -170,6 +177,48 @@ export function createSettlement(options: SettlementOptions): Settlement {
     };
   }
 
+  /** Spends an order's amount on the child's allowance at its merchant; a refusal when it cannot. */
+  async function holdAllowance(record: {
+    readonly invoiceId: string;
+    readonly approvalId: string;
+    readonly merchantDid: string;
+    readonly totalCents: number;
+    readonly approvals: Readonly<Partial<Record<'child' | 'parent', string>>>;
+  }): Promise<SettlementOutcome | undefined> {
+    const allowances = options.allowances;
+    if (allowances === undefined || record.approvals.parent !== undefined) return undefined;
+    const order = { childDid: household.members.child, merchantDid: record.merchantDid, totalCents: record.totalCents };
+    const cover = await allowances.cover(order);
+    if (cover.status === 'none') return undefined;
+    const held = await allowances.hold({ ...order, allowanceId: cover.allowanceId, invoiceId: record.invoiceId });
+    if (held.ok) {
+      emit(
+        'allowance-spent',
+        'info',
+        `covered by the parent's allowance ($${(held.remainingCents / 100).toFixed(2)} left)`,
+        {
+          invoiceId: record.invoiceId,
+          approvalId: record.approvalId,
+          data: { allowanceId: cover.allowanceId, remainingCents: held.remainingCents },
+        },
+      );
+      return undefined;
+    }
+    const why =
+      held.reason === 'revoked'
+        ? 'the parent revoked the allowance'
+        : held.reason === 'over-budget'
+          ? "the allowance's budget for this period is spent"
+          : held.reason === 'not-covered'
+            ? held.detail
+            : 'the allowance is unknown';
+    emit('allowance-refused', 'deny', `not charged: ${why}`, {
+      invoiceId: record.invoiceId,
+      approvalId: record.approvalId,
+    });
+    return { status: 'refused', reason: `${why}; the parent must approve this order` };
+  }
+
   return {
     async charge(request) {
       // 1. An approval request for this invoice that the household approved.
@@ -183,7 +232,14 @@ export function createSettlement(options: SettlementOptions): Settlement {
       if (request.amountCents !== record.totalCents || request.merchantId !== record.merchantDid) {
         return { status: 'refused', reason: 'the amount or merchant is not the one the household approved' };
       }
-      // 3. One payment per invoice: a second charge finds the first.
+      // 3. Without the parent's approval, an allowance the parent set for the child at this merchant
+      //    stands in for it: its budget is spent here, in one transaction against its revocation,
+      //    before the rail is called. The policy read the budget earlier; this hold is the spend,
+      //    so of racing orders only those the budget holds are charged, and a revocation either
+      //    came after the hold or refuses it.
+      const held = await holdAllowance(record);
+      if (held !== undefined) return held;
+      // 4. One payment per invoice: a second charge finds the first.
       const { record: payment, created } = await payments.begin({
         invoiceId: record.invoiceId,
         approvalId: record.approvalId,
@@ -203,7 +259,7 @@ export function createSettlement(options: SettlementOptions): Settlement {
           data: { amountCents: record.totalCents, rail: rail.name },
         });
       }
-      // 4. The rail, with the invoice jti as idempotency key: a charge in doubt is asked again, never doubled.
+      // 5. The rail, with the invoice jti as idempotency key: a charge in doubt is asked again, never doubled.
       return attempt(payment.invoiceId);
     },
 

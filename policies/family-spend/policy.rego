@@ -18,19 +18,25 @@ household_limit_cents := 20000
 
 default allow := false
 
-# Tier "solo": the invoice and the child's leg, at most $10.00.
+# Tier "solo": the invoice and the child's leg, at most $10.00, where the parent has set no
+# allowance for the child at this merchant (an allowance says how much the child may spend there
+# without asking; beyond it, the parent decides).
 allow if {
 	invoice_ok
 	child_ok
 	within_child_limit
+	solo_without_allowance
 }
 
-# Tier "family": the invoice, the child's leg and the parent's leg, at most $200.00.
+# Tier "family": the invoice, the child's leg and the parent's leg, at most $200.00. The parent's
+# leg is the parent's own approval or, instead of it, a standing allowance that covers the order
+# (docs/human-authority.md "Standing allowances").
 allow if {
 	invoice_ok
 	child_ok
 	parent_present
 	parent_ok
+	allowance_ok
 	within_household_limit
 }
 
@@ -72,6 +78,20 @@ parent_ok if {
 	parent_passkey_origin
 }
 
+allowance_ok if {
+	allowance_signature
+	allowance_claims
+	allowance_membership
+	allowance_enrollment
+	allowance_passkey
+	allowance_merchant
+	allowance_child
+	allowance_order_cap
+	allowance_window
+	allowance_not_revoked
+	allowance_budget
+}
+
 checks := {
 	"invoice_signature": invoice_signature,
 	"invoice_window": invoice_window,
@@ -105,6 +125,18 @@ checks := {
 	"parent_passkey_challenge": parent_passkey_challenge,
 	"parent_passkey_origin": parent_passkey_origin,
 	"within_household_limit": within_household_limit,
+	"solo_without_allowance": solo_without_allowance,
+	"allowance_signature": allowance_signature,
+	"allowance_claims": allowance_claims,
+	"allowance_membership": allowance_membership,
+	"allowance_enrollment": allowance_enrollment,
+	"allowance_passkey": allowance_passkey,
+	"allowance_merchant": allowance_merchant,
+	"allowance_child": allowance_child,
+	"allowance_order_cap": allowance_order_cap,
+	"allowance_window": allowance_window,
+	"allowance_not_revoked": allowance_not_revoked,
+	"allowance_budget": allowance_budget,
 }
 
 failed_checks contains id if {
@@ -298,6 +330,8 @@ default parent_present := false
 
 parent_present if parent_given
 
+parent_present if allowance_used
+
 default parent_approval_signature := false
 
 parent_approval_signature if not parent_given
@@ -375,6 +409,164 @@ default parent_passkey_origin := false
 parent_passkey_origin if not parent_given
 
 parent_passkey_origin if passkey_origin_ok(parent_approval)
+
+# --- the standing allowance: the parent's passkey yes to its terms, signed by the household ---
+# Fetched by the host for the approving child at this merchant (never from the call), with its
+# revocation and what the current period has spent. It stands in for the parent only when the
+# parent did not approve this order; each check holds vacuously otherwise, so an order the parent
+# approved is decided as before.
+
+default allowance_given := false
+
+allowance_given if is_string(input.allowance.credential)
+
+default allowance_used := false
+
+allowance_used if {
+	allowance_given
+	not parent_given
+}
+
+default solo_without_allowance := false
+
+solo_without_allowance if not allowance_given
+
+# 1. Signed by the household admin's pinned key.
+default allowance_signature := false
+
+allowance_signature if not allowance_used
+
+allowance_signature if admin_signed(input.allowance.credential)
+
+default allowance := null
+
+allowance := verified_claims(input.allowance.credential) if {
+	allowance_used
+	allowance_signature
+}
+
+default allowance_terms := null
+
+allowance_terms := json.unmarshal(allowance.vc.credentialSubject.terms) if is_string(allowance.vc.credentialSubject.terms)
+
+# The terms' hash: base64url of SHA-256 over the very bytes the credential carries.
+default allowance_terms_hash := ""
+
+allowance_terms_hash := hex_to_base64url(crypto.sha256(allowance.vc.credentialSubject.terms)) if is_string(allowance.vc.credentialSubject.terms)
+
+# 2. An Allowance of this household for the parent, living as its terms say (at most 366 days),
+#    whose claimed hash is the hash of its terms.
+default allowance_claims := false
+
+allowance_claims if not allowance_used
+
+allowance_claims if {
+	typed(allowance, "Allowance")
+	allowance.iss == input.household.adminDid
+	window_ok(allowance, 31622400)
+	is_string(allowance.sub)
+	allowance.vc.credentialSubject.role == "parent"
+	is_object(allowance_terms)
+	allowance.vc.credentialSubject.termsHash == allowance_terms_hash
+	allowance.exp == allowance_terms.expiresAt
+}
+
+# The allowance as an approval leg: its signer is the parent it names, with the passkey it carries.
+allowance_leg := {"iss": allowance.sub, "vc": allowance.vc} if is_string(allowance.sub)
+
+# 3. The parent holds the role, by an admin-signed membership naming that member.
+default allowance_membership := false
+
+allowance_membership if not allowance_used
+
+allowance_membership if {
+	admin_signed(input.allowance.membership)
+	membership_ok(verified_claims(input.allowance.membership), allowance_leg, "parent")
+}
+
+# 4. The passkey is the one an admin-signed enrollment pins for that member as the parent.
+default allowance_enrollment_claims := null
+
+allowance_enrollment_claims := verified_claims(input.allowance.enrollment) if admin_signed(input.allowance.enrollment)
+
+default allowance_enrollment := false
+
+allowance_enrollment if not allowance_used
+
+allowance_enrollment if enrollment_ok(allowance_enrollment_claims, allowance_leg, "parent")
+
+# 5. The parent's passkey signed exactly the terms' hash, on the household's origin.
+default allowance_passkey := false
+
+allowance_passkey if not allowance_used
+
+allowance_passkey if {
+	passkey_signature_ok(allowance, allowance_enrollment_claims)
+	client := client_data(allowance)
+	is_string(client.challenge)
+	client.challenge == allowance_terms_hash
+	passkey_origin_ok(allowance)
+}
+
+# 6. The terms cover this order: its merchant, the approving child, the per-order cap, the window.
+default allowance_merchant := false
+
+allowance_merchant if not allowance_used
+
+allowance_merchant if {
+	is_string(allowance_terms.merchantDid)
+	allowance_terms.merchantDid == input.arguments.merchantId
+}
+
+default allowance_child := false
+
+allowance_child if not allowance_used
+
+allowance_child if {
+	child_approval_signature
+	is_string(allowance_terms.childDid)
+	allowance_terms.childDid == child_approval.iss
+}
+
+default allowance_order_cap := false
+
+allowance_order_cap if not allowance_used
+
+allowance_order_cap if {
+	is_number(allowance_terms.perOrderCapCents)
+	is_number(input.arguments.amountCents)
+	input.arguments.amountCents <= allowance_terms.perOrderCapCents
+}
+
+default allowance_window := false
+
+allowance_window if not allowance_used
+
+allowance_window if {
+	is_number(allowance_terms.notBefore)
+	is_number(allowance_terms.expiresAt)
+	allowance_terms.notBefore <= input.now
+	input.now < allowance_terms.expiresAt
+}
+
+# 7. Not revoked, and the current period's budget still holds the total (fetched in the host's
+#    transaction; the charge's hold decides atomically again).
+default allowance_not_revoked := false
+
+allowance_not_revoked if not allowance_used
+
+allowance_not_revoked if input.allowance.revoked == false
+
+default allowance_budget := false
+
+allowance_budget if not allowance_used
+
+allowance_budget if {
+	is_number(allowance_terms.budgetCents)
+	is_number(input.allowance.spentCents)
+	is_number(input.arguments.amountCents)
+	input.arguments.amountCents <= allowance_terms.budgetCents - input.allowance.spentCents
+}
 
 # --- one leg, step by step (identity/verify-order-approval.ts walks the same steps) ---
 
