@@ -3,19 +3,25 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import type { PasskeyRecord, Role } from '../../identity/index';
 import { familySpendLookups } from '../../lib/payments/family-spend-lookups';
 import {
   type CallContext,
   type CallRequest,
   createHostBuiltins,
+  createPostgresEvidenceStore,
+  type EvidenceStore,
   type HostBuiltins,
   loadBundle,
+  openPostgresPool,
   openSqliteEvidenceStore,
   policyFilter,
+  postgresEvidenceStoreMigrations,
   singleUseFilter,
 } from '../../proxy/index';
 import { startTestHousehold } from '../payments/household';
+import { startThrowawayPostgres } from '../support/throwaway-postgres';
 import { type Latency, measure, measureInterleaved, summarise } from './measure';
 
 interface Evidence {
@@ -110,6 +116,8 @@ async function gatedDecision(
   engine: 'rego' | 'cel',
   rememberVerified: boolean,
   folder: string,
+  evidenceStore: () => Promise<EvidenceStore> = async () =>
+    openSqliteEvidenceStore({ path: join(folder, `${engine}-${rememberVerified}.sqlite`), capacity: 1000 }),
 ): Promise<Latency & { floor?: { signatures: number; bareVerification: Latency } }> {
   const evidence = JSON.parse(
     readFileSync(new URL('../../identity/fixtures/evidence.json', import.meta.url), 'utf8'),
@@ -150,7 +158,7 @@ async function gatedDecision(
       resolvers: familySpendLookups({ household: evidence.household, store }),
       now,
     }),
-    store: openSqliteEvidenceStore({ path: join(folder, `${engine}-${rememberVerified}.sqlite`), capacity: 1000 }),
+    store: await evidenceStore(),
     evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
     spend: 'on-success',
     now,
@@ -253,6 +261,40 @@ async function wholeOrder(orders: number) {
   return summarise(durations);
 }
 
+/**
+ * The gated decision (rego, every signature) with its single-use evidence on SQLite and on
+ * PostgreSQL (issue 28), one after the other in this run. PostgreSQL is a throwaway cluster on
+ * this machine with its defaults (fsync on), reached over its unix socket.
+ */
+async function gatedDecisionOnPostgres(folder: string) {
+  const cluster = startThrowawayPostgres({ durable: true });
+  let pool: pg.Pool | undefined;
+  try {
+    const admin = new pg.Client({ connectionString: cluster.url });
+    await admin.connect();
+    await admin.query('CREATE DATABASE bench');
+    await admin.end();
+    const url = new URL(cluster.url);
+    url.pathname = '/bench';
+    const opened = await openPostgresPool({
+      url: url.toString(),
+      migrations: { evidence: postgresEvidenceStoreMigrations },
+      what: 'bench evidence store',
+    });
+    pool = opened;
+    const sqlite = await gatedDecision('rego', false, folder);
+    const postgres = await gatedDecision('rego', false, folder, async () =>
+      createPostgresEvidenceStore(opened, { capacity: 1000 }),
+    );
+    const { floor: _sqliteFloor, ...sqliteLatency } = sqlite;
+    const { floor: _postgresFloor, ...postgresLatency } = postgres;
+    return { sqlite: sqliteLatency, postgres: postgresLatency };
+  } finally {
+    await pool?.end();
+    cluster.stop();
+  }
+}
+
 /** The payment benchmarks: the gated decision on both engines, and the whole order's server time. */
 export async function paymentsBench(): Promise<Record<string, unknown>> {
   const folder = await mkdtemp(join(tmpdir(), 'bench-payments-'));
@@ -269,12 +311,19 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
         rememberedSignatures: await gatedDecision('cel', true, folder),
       },
     };
+    const onPostgres = await gatedDecisionOnPostgres(folder);
     const order = await wholeOrder(10);
     return {
       loadAverage: { before: loadBefore, after: loadavg()[0] },
       gatedChargeDecision: gated,
+      gatedChargeDecisionByStore: onPostgres,
       wholeOrderServerTime: order,
       targets: {
+        "gated decision on PostgreSQL p99 <= 2x SQLite's (every signature, rego, run side by side)": {
+          value: onPostgres.postgres.p99Us,
+          sqliteP99: onPostgres.sqlite.p99Us,
+          met: onPostgres.postgres.p99Us <= 2 * onPostgres.sqlite.p99Us,
+        },
         'gated decision p99 <= 2 ms (every signature, rego)': {
           value: gated.rego.everySignature.p99Us,
           bareSignaturesP99: gated.rego.everySignature.floor?.bareVerification.p99Us,
@@ -288,7 +337,7 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
         'whole order <= 300 ms of server time (p50)': { value: order.p50Us, met: order.p50Us <= 300_000 },
       },
       notes:
-        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 10 orders after one warm-up.',
+        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. gatedChargeDecisionByStore = the rego every-signature decision with the single-use store on a SQLite file and on PostgreSQL (a throwaway cluster on this machine, defaults, unix socket; reserve and release are round trips there). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 10 orders after one warm-up.',
     };
   } finally {
     await rm(folder, { recursive: true, force: true });

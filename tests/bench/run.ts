@@ -16,6 +16,7 @@ import { paymentsBench } from './payments-bench';
 import { pinsBench } from './pins-bench';
 import { policyBench } from './policy-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
+import { takeoverBench } from './takeover-bench';
 import { httpThroughput, idleSessionsMemory, statelessRequestsMemory, stdioShutdown } from './transport-bench';
 
 // `npm run bench`: every performance figure of the project, as one JSON document on stdout,
@@ -157,8 +158,9 @@ const only = process.argv
   .find((arg) => arg.startsWith('--only='))
   ?.slice('--only='.length)
   .split(',');
-const wanted = (part: 'retrieval' | 'search' | 'calls' | 'pins' | 'policy' | 'identity' | 'payments' | 'transport') =>
-  only === undefined || only.includes(part);
+const wanted = (
+  part: 'retrieval' | 'search' | 'calls' | 'pins' | 'policy' | 'identity' | 'payments' | 'takeover' | 'transport',
+) => only === undefined || only.includes(part);
 
 async function main() {
   const queries = loadQueries().map((query) => query.query);
@@ -246,6 +248,9 @@ async function main() {
   log('payments: the gated charge decision and the whole order');
   const payments = wanted('payments') ? await paymentsBench() : undefined;
 
+  log('takeover: a chat turn whose instance was killed, finished by another');
+  const takeover = wanted('takeover') ? await takeoverBench(3) : undefined;
+
   const hybridAt10k = search.find((entry) => entry.ranking === 'hybrid' && entry.tools >= 10_000);
   const result = {
     machine: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: availableParallelism() },
@@ -259,6 +264,7 @@ async function main() {
     policy,
     identity,
     payments,
+    takeover,
     targets: {
       'call_tool added p50 <= 30 us (in-memory)': inMemory && {
         value: inMemory.addedP50Us,
