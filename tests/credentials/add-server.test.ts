@@ -65,7 +65,12 @@ function addServer(options: { configPath: string; name: string; url: string; tok
  * (12), so a SIGHUP sent before our SIGUSR2 is always printed before USR2: reading the output
  * after exit tells, without a race, whether it was ever signalled.
  */
-async function bystander(): Promise<{ pid: number; hangupsAfterStop: () => Promise<number> }> {
+async function bystander(): Promise<{
+  pid: number;
+  /** Resolves once the process has handled a SIGHUP (signals of two kinds may be handled out of order). */
+  untilHangup: () => Promise<void>;
+  hangupsAfterStop: () => Promise<number>;
+}> {
   const child = spawn(
     process.execPath,
     [
@@ -76,15 +81,24 @@ async function bystander(): Promise<{ pid: number; hangupsAfterStop: () => Promi
   );
   let output = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve) =>
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('ready')) resolve();
-    }),
-  );
+  const printed = (line: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => {
+        if (!output.split('\n').includes(line)) return;
+        child.stdout.off('data', check);
+        resolve();
+      };
+      child.stdout.on('data', check);
+      check();
+    });
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  await printed('ready');
   cleanups.push(async () => child.kill('SIGKILL'));
   return {
     pid: child.pid ?? 0,
+    untilHangup: () => printed('HUP'),
     async hangupsAfterStop() {
       child.kill('SIGUSR2');
       await exited;
@@ -222,6 +236,7 @@ describe('add-server: signals only a verified running proxy', () => {
     writeFileSync(pidFilePath(configPath), record({ pid: other.pid, config: realpathSync(configPath) }));
     const result = await addServer({ configPath, name: 'added', url: server.url, token: testTokens.added });
     expect(result.stdout).toContain(`signalled the running proxy (pid ${other.pid})`);
+    await other.untilHangup();
     expect(await other.hangupsAfterStop()).toBe(1);
   });
 
