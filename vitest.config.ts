@@ -9,6 +9,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Vitest's default leaves one core idle on a 2-core machine; most files wait on child
+    // processes and sockets, so two at once roughly halve the run.
+    maxWorkers: 2,
     // One throwaway PostgreSQL cluster per run; each test file that needs it makes its own database.
     globalSetup: ['tests/support/postgres-cluster.ts'],
   },
