@@ -15,6 +15,7 @@ import { type Latency, measure, measureInterleaved } from './measure';
 import { paymentsBench } from './payments-bench';
 import { pinsBench } from './pins-bench';
 import { policyBench } from './policy-bench';
+import { replicasBench } from './replicas-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
 import { takeoverBench } from './takeover-bench';
 import { httpThroughput, idleSessionsMemory, statelessRequestsMemory, stdioShutdown } from './transport-bench';
@@ -159,7 +160,17 @@ const only = process.argv
   ?.slice('--only='.length)
   .split(',');
 const wanted = (
-  part: 'retrieval' | 'search' | 'calls' | 'pins' | 'policy' | 'identity' | 'payments' | 'takeover' | 'transport',
+  part:
+    | 'retrieval'
+    | 'search'
+    | 'calls'
+    | 'pins'
+    | 'policy'
+    | 'identity'
+    | 'payments'
+    | 'takeover'
+    | 'transport'
+    | 'replicas',
 ) => only === undefined || only.includes(part);
 
 async function main() {
@@ -251,6 +262,9 @@ async function main() {
   log('takeover: a chat turn whose instance was killed, finished by another');
   const takeover = wanted('takeover') ? await takeoverBench(3) : undefined;
 
+  log('replicas: calls/s through two proxy replicas on one PostgreSQL database vs one');
+  const replicas = wanted('replicas') ? await replicasBench(throughput) : undefined;
+
   const hybridAt10k = search.find((entry) => entry.ranking === 'hybrid' && entry.tools >= 10_000);
   const result = {
     machine: { node: process.version, platform: `${process.platform}-${process.arch}`, cpus: availableParallelism() },
@@ -265,6 +279,7 @@ async function main() {
     identity,
     payments,
     takeover,
+    replicas,
     targets: {
       'call_tool added p50 <= 30 us (in-memory)': inMemory && {
         value: inMemory.addedP50Us,
@@ -286,6 +301,8 @@ async function main() {
         value: Math.max(...transport.stdioShutdown.map((figure) => figure.worstMs)),
         met: transport.stdioShutdown.every((figure) => figure.worstMs < 2_000 && figure.exitCodes.join() === '0'),
       },
+      [`two proxy replicas >= 1.6x one replica's calls/s (goal on >= 4 cores; ${availableParallelism()} here)`]:
+        replicas && { value: replicas.ratio, met: replicas.ratio >= 1.6 },
       'hybrid search_tools p95 <= 25 ms at 10 000 tools': hybridAt10k && {
         value: hybridAt10k.p95Us,
         met: hybridAt10k.p95Us <= 25_000,

@@ -18,7 +18,7 @@ import { type Latency, summarise } from './measure';
 const offline = { ...process.env, EXTENSIBLE_MCP_OFFLINE: '1', EXTENSIBLE_MCP_MODEL_DIR: join(tmpdir(), 'no-model') };
 
 /** CPU seconds (user + system) a process has used so far, read from /proc. */
-function cpuSeconds(pid: number | undefined): number {
+export function cpuSeconds(pid: number | undefined): number {
   if (pid === undefined) return 0;
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -84,15 +84,19 @@ export async function startDownstream(protocol: BenchProtocol) {
 }
 
 /**
- * The proxy's CLI in search mode over `--http` (lexical, memory store) in front of `downstreamUrl`;
- * `nodeArgs` go to Node before the CLI (`--cpu-prof`).
+ * The proxy's CLI in search mode over `--http` (lexical, a memory store unless `storeFlags` name
+ * another) in front of `downstreamUrl`; `nodeArgs` go to Node before the CLI (`--cpu-prof`).
  */
-export async function startProxy(downstreamUrl: string, nodeArgs: readonly string[] = []) {
+export async function startProxy(
+  downstreamUrl: string,
+  nodeArgs: readonly string[] = [],
+  storeFlags: readonly string[] = ['--store', 'memory:'],
+) {
   const folder = await mkdtemp(join(tmpdir(), 'bench-http-'));
   const config = join(folder, 'config.json');
   await writeFile(config, JSON.stringify({ mcpServers: { fixture: { url: downstreamUrl } } }));
   const { child, match } = await startProcess(
-    [...nodeArgs, 'bin/extensible-mcp.mjs', '--config', config, '--http', '--port', '0', '--store', 'memory:'],
+    [...nodeArgs, 'bin/extensible-mcp.mjs', '--config', config, '--http', '--port', '0', ...storeFlags],
     /serving Streamable HTTP at (\S+)/,
   );
   return { child, url: match[1] ?? '' };
