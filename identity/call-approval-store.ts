@@ -27,6 +27,15 @@ export interface CallApprovalRecord {
 }
 
 /**
+ * What {@link CallApprovalStore.create} did: inserted the request, found the open one for its call
+ * hash (and changed nothing), or found the bound of waiting requests reached (and changed nothing).
+ */
+export type CallApprovalCreation =
+  | { readonly created: true; readonly record: CallApprovalRecord }
+  | { readonly created: false; readonly record: CallApprovalRecord }
+  | { readonly created: false; readonly full: true };
+
+/**
  * Call-approval requests: their own store and table, beside (not inside) the invoice-centric
  * approvals. Transitions are compare-and-set on the status, so two racing deciders cannot both win,
  * and a call hash has at most one open (pending or approved) request, so two instances asked for
@@ -35,9 +44,11 @@ export interface CallApprovalRecord {
 export interface CallApprovalStore {
   /**
    * Inserts a new request, or returns the open one for its call hash (`created: false`) and
-   * changes nothing. A request id already used is `IdentityError('conflict')`.
+   * changes nothing. With `maxPending`, a new request is inserted only while fewer than that many
+   * are pending and unexpired at its `createdAt`, counted and inserted as one step for every
+   * instance on the store (`full` otherwise). A request id already used is `IdentityError('conflict')`.
    */
-  create(record: CallApprovalRecord): Promise<{ readonly record: CallApprovalRecord; readonly created: boolean }>;
+  create(record: CallApprovalRecord, options?: { readonly maxPending?: number }): Promise<CallApprovalCreation>;
   get(requestId: string): Promise<CallApprovalRecord | undefined>;
   /** The newest request for a call hash that is pending or approved, if any (expired or not). */
   findOpen(callHash: string): Promise<CallApprovalRecord | undefined>;

@@ -8,7 +8,7 @@ import {
   origin,
   rpId,
 } from '../tests/identity/support';
-import { type CallApprovals, createCallApprovals } from './call-approvals';
+import { type CallApprovals, createCallApprovals, maxPendingCallApprovals } from './call-approvals';
 import { createPasskeys } from './passkeys';
 
 let harness: IdentityHarness;
@@ -83,6 +83,33 @@ describe('call approvals', () => {
         reason: 'another request for this call is open; decide it first',
       });
       expect(await harness.householdStore.callApprovals.listPending()).toHaveLength(1);
+    } finally {
+      otherStore.close();
+    }
+  });
+
+  it('opens at most maxPendingCallApprovals waiting requests over two instances asked at once, and refuses the rest with the reason', async () => {
+    const otherStore = openAnotherHandle(harness);
+    try {
+      const other = createCallApprovals({
+        household: harness.household,
+        store: otherStore.callApprovals,
+        origin,
+        rpId,
+        clock: harness.clock.now,
+      });
+      const checks = await Promise.all(
+        Array.from({ length: maxPendingCallApprovals + 10 }, (_, index) =>
+          (index % 2 === 0 ? calls : other).gate.check(gated({ invoiceId: `inv-flood-${index}` })),
+        ),
+      );
+      expect(checks.filter((check) => check.status === 'pending')).toHaveLength(maxPendingCallApprovals);
+      const refused = checks.filter((check) => check.status === 'refused');
+      expect(refused).toHaveLength(10);
+      expect(new Set(refused.map((check) => check.reason))).toStrictEqual(
+        new Set(['too many calls are waiting for approval; decide those first']),
+      );
+      expect(await otherStore.callApprovals.listPending()).toHaveLength(maxPendingCallApprovals);
     } finally {
       otherStore.close();
     }

@@ -209,9 +209,8 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
         }
         if (open.status === 'pending') return pendingCheck(open);
       }
-      // 3. A new request, bounded: the window shows the call from the same canonical bytes the hash covers.
-      if ((await store.listPending()).length >= maxPendingCallApprovals)
-        return { status: 'refused', reason: 'too many calls are waiting for approval; decide those first' };
+      // 3. A new request, bounded (the store counts and inserts as one step, across instances): the
+      // window shows the call from the same canonical bytes the hash covers.
       // The window renders the stored bytes and the passkey signs the stored hash: they must be one.
       const bytes = canonicalCall(call);
       if (callHashOf(call) !== call.callHash)
@@ -229,7 +228,9 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
         expiresAt: now + callApprovalLifetimeMs,
         updatedAt: now,
       };
-      const opened = await store.create(record);
+      const opened = await store.create(record, { maxPending: maxPendingCallApprovals });
+      if ('full' in opened)
+        return { status: 'refused', reason: 'too many calls are waiting for approval; decide those first' };
       if (opened.created) {
         emit({
           kind: 'call-approval-requested',

@@ -46,7 +46,12 @@ export {
   requiredRolesFor,
   type WaitOutcome,
 } from './approvals';
-export type { CallApprovalRecord, CallApprovalStatus, CallApprovalStore } from './call-approval-store';
+export type {
+  CallApprovalCreation,
+  CallApprovalRecord,
+  CallApprovalStatus,
+  CallApprovalStore,
+} from './call-approval-store';
 export {
   type CallApprovals,
   type CallApprovalsOptions,

@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import {
+  type CallApprovalCreation,
   type CallApprovalRecord,
   type CallApprovalStatus,
   type CallApprovalStore,
   IdentityError,
 } from '../identity/index';
-import type { Migration } from '../proxy/index';
+import { inTransaction, type Migration } from '../proxy/index';
 import { callApprovalParameters, optional, roleSchema, toCallApproval } from './identity-rows';
 
 /**
@@ -44,6 +45,12 @@ export const postgresCallApprovalMigrations: readonly Migration[] = [
 const columns = `request_id, tool, call, call_hash, required_roles, approvals, status, reason,
   created_at::float8 AS created_at, expires_at::float8 AS expires_at, updated_at::float8 AS updated_at`;
 
+/**
+ * The advisory lock key a bounded `create` takes (a constant, so all code versions agree): the
+ * ASCII of "emcp-cap" read as a signed 64-bit integer.
+ */
+const createLockKey = '7308607103741157744';
+
 /** How often `create` tries again when the open request it lost to closed before it could read it. */
 const createAttempts = 3;
 
@@ -76,18 +83,46 @@ export function createPostgresCallApprovalStore(pool: pg.Pool): CallApprovalStor
       (await query(`SELECT ${columns} FROM call_approvals WHERE request_id = $1`, [requestId])).rows[0],
       toCallApproval,
     );
-  const create = async (record: CallApprovalRecord) => {
+  // Counting the waiting requests and inserting below the bound is one step across instances:
+  // under READ COMMITTED two creates would each count 19 of 20 and both insert, so creates take
+  // one transaction-level advisory lock, count, and insert, and the next waits for that commit.
+  const insertBounded = async (record: CallApprovalRecord, maxPending: number) => {
+    const client = await pool.connect();
+    try {
+      return await inTransaction(client, async () => {
+        await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [createLockKey]);
+        return client.query(
+          `INSERT INTO call_approvals (request_id, tool, call, call_hash, required_roles, approvals, status, reason,
+             created_at, expires_at, updated_at)
+           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::bigint, $10::bigint, $11::bigint
+           WHERE (SELECT count(*) FROM call_approvals WHERE status = 'pending' AND expires_at > $9::bigint) < $12
+           ON CONFLICT DO NOTHING`,
+          [...callApprovalParameters(record), maxPending],
+        );
+      });
+    } finally {
+      client.release();
+    }
+  };
+  const countPending = async (now: number) =>
+    Number(
+      (
+        await query<{ count: string }>(
+          `SELECT count(*) AS count FROM call_approvals WHERE status = 'pending' AND expires_at > $1`,
+          [now],
+        )
+      ).rows[0]?.count ?? 0,
+    );
+  const create = async (
+    record: CallApprovalRecord,
+    maxPending = Number.MAX_SAFE_INTEGER,
+  ): Promise<CallApprovalCreation> => {
     for (let attempt = 0; attempt < createAttempts; attempt += 1) {
-      const inserted = await query(
-        `INSERT INTO call_approvals (request_id, tool, call, call_hash, required_roles, approvals, status, reason,
-           created_at, expires_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
-        callApprovalParameters(record),
-      );
-      if (changed(inserted)) return { record, created: true };
+      if (changed(await insertBounded(record, maxPending))) return { record, created: true };
       // A fresh statement sees the row the insert waited for (READ COMMITTED).
       const open = await findOpen(record.callHash);
       if (open !== undefined) return { record: open, created: false };
+      if ((await countPending(record.createdAt)) >= maxPending) return { created: false, full: true };
       if ((await get(record.requestId)) !== undefined) {
         throw new IdentityError('conflict', `call-approval request id ${record.requestId} is already used`);
       }
@@ -97,7 +132,7 @@ export function createPostgresCallApprovalStore(pool: pg.Pool): CallApprovalStor
   };
 
   return {
-    create: (record) => guarded('create', () => create(record)),
+    create: (record, options) => guarded('create', () => create(record, options?.maxPending)),
     get: (requestId) => guarded('get', () => get(requestId)),
     findOpen: (callHash) => guarded('findOpen', () => findOpen(callHash)),
     listPending: () =>

@@ -1,5 +1,10 @@
 import type Database from 'better-sqlite3';
-import { type CallApprovalRecord, type CallApprovalStore, IdentityError } from '../identity/index';
+import {
+  type CallApprovalCreation,
+  type CallApprovalRecord,
+  type CallApprovalStore,
+  IdentityError,
+} from '../identity/index';
 import {
   callApprovalParameters,
   callApprovalColumnNames as columns,
@@ -19,13 +24,20 @@ const createAttempts = 3;
  * `IdentityError('store-failed')` with the cause kept.
  */
 export function createSqliteCallApprovalStore(database: Database.Database): CallApprovalStore {
+  // One statement counts the waiting requests and inserts below the bound: SQLite's single writer
+  // makes it one step for every process on the file. The WHERE also ends the SELECT before ON CONFLICT.
   const insert = database.prepare(
-    `INSERT INTO call_approvals (${columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    `INSERT INTO call_approvals (${columns}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+     WHERE (SELECT count(*) FROM call_approvals WHERE status = 'pending' AND expires_at > ?) < ?
+     ON CONFLICT DO NOTHING`,
   );
   const get = database.prepare<[string]>(`SELECT ${columns} FROM call_approvals WHERE request_id = ?`);
   const findOpen = database.prepare<[string]>(
     `SELECT ${columns} FROM call_approvals WHERE call_hash = ? AND status IN ('pending', 'approved')
      ORDER BY created_at DESC, rowid DESC LIMIT 1`,
+  );
+  const countPending = database.prepare<[number], { count: number }>(
+    `SELECT count(*) AS count FROM call_approvals WHERE status = 'pending' AND expires_at > ?`,
   );
   const listPending = database.prepare<[]>(
     `SELECT ${columns} FROM call_approvals WHERE status = 'pending' ORDER BY created_at, rowid`,
@@ -38,11 +50,13 @@ export function createSqliteCallApprovalStore(database: Database.Database): Call
     `UPDATE call_approvals SET status = @to, updated_at = @now, reason = COALESCE(@reason, reason)
      WHERE request_id = @requestId AND status IN (SELECT value FROM json_each(@from))`,
   );
-  const create = (record: CallApprovalRecord) => {
+  const create = (record: CallApprovalRecord, maxPending = Number.MAX_SAFE_INTEGER): CallApprovalCreation => {
     for (let attempt = 0; attempt < createAttempts; attempt += 1) {
-      if (insert.run(...callApprovalParameters(record)).changes === 1) return { record, created: true };
+      const inserted = insert.run(...callApprovalParameters(record), record.createdAt, maxPending);
+      if (inserted.changes === 1) return { record, created: true };
       const open = findOpen.get(record.callHash);
       if (open !== undefined) return { record: toCallApproval(open), created: false };
+      if ((countPending.get(record.createdAt)?.count ?? 0) >= maxPending) return { created: false, full: true };
       if (get.get(record.requestId) !== undefined) {
         throw new IdentityError('conflict', `call-approval request id ${record.requestId} is already used`);
       }
@@ -51,7 +65,7 @@ export function createSqliteCallApprovalStore(database: Database.Database): Call
     throw new IdentityError('conflict', 'the open request for this call kept changing; ask again');
   };
   return {
-    create: (record) => guarded('create', () => create(record)),
+    create: (record, options) => guarded('create', () => create(record, options?.maxPending)),
     get: (requestId) =>
       guarded('get', () => {
         const found = get.get(requestId);

@@ -94,6 +94,33 @@ describe.each(Object.entries(implementations))('the %s call-approval store', (_n
       expect(await calls.findOpen('hash-1')).toBeUndefined();
     });
 
+    it('opens a new request only below the bound of waiting ones, where expired and closed ones do not count', async () => {
+      const calls = await store();
+      for (const index of [1, 2, 3])
+        expect((await calls.create(requestFor(index), { maxPending: 3 })).created).toBe(true);
+      expect(await calls.create(requestFor(4), { maxPending: 3 })).toStrictEqual({ created: false, full: true });
+      expect(await calls.get('request-4')).toBeUndefined();
+      // Full, a call that has its open request still finds it.
+      expect(await calls.create({ ...requestFor(1), requestId: 'request-1-again' }, { maxPending: 3 })).toStrictEqual({
+        record: requestFor(1),
+        created: false,
+      });
+      await calls.transition('request-2', { from: ['pending'], to: 'declined', now: t0 + 10 });
+      expect((await calls.create(requestFor(4), { maxPending: 3 })).created).toBe(true);
+      // Past their expiry, pending rows wait for nobody: a request made then is counted against none of them.
+      const later = t0 + 600_000 + 10;
+      expect(
+        (await calls.create(requestFor(5, { createdAt: later, expiresAt: later + 600_000 }), { maxPending: 1 }))
+          .created,
+      ).toBe(true);
+      expect(
+        await calls.create(requestFor(6, { createdAt: later, expiresAt: later + 600_000 }), { maxPending: 1 }),
+      ).toStrictEqual({
+        created: false,
+        full: true,
+      });
+    });
+
     it('refuses a request id already used, for another call hash too, and changes nothing', async () => {
       const calls = await store();
       await calls.create(request);
@@ -195,11 +222,23 @@ describe.each(Object.entries(implementations))('the %s call-approval store', (_n
         const created = outcomes.filter((outcome) => outcome.created);
         expect(created).toHaveLength(1);
         const winner = created[0]?.record.requestId;
-        expect(new Set(outcomes.map((outcome) => outcome.record.requestId))).toStrictEqual(new Set([winner]));
+        expect(
+          new Set(outcomes.map((outcome) => ('record' in outcome ? outcome.record.requestId : 'full'))),
+        ).toStrictEqual(new Set([winner]));
         for (const { callApprovals } of handles) {
           expect((await callApprovals.findOpen(callHash))?.requestId).toBe(winner);
           expect((await callApprovals.listPending()).filter((record) => record.callHash === callHash)).toHaveLength(1);
         }
+      }
+    });
+
+    it('opens exactly as many requests as the bound allows among 40 concurrent creates of other calls through two handles', async () => {
+      for (let round = 0; round < 3; round += 1) {
+        const handles = await shared();
+        const outcomes = await race(handles, 40, (calls, index) => calls.create(requestFor(index), { maxPending: 20 }));
+        expect(outcomes.filter((outcome) => outcome.created)).toHaveLength(20);
+        expect(outcomes.filter((outcome) => 'full' in outcome)).toHaveLength(20);
+        expect(await (handles[1] as Handle).callApprovals.listPending()).toHaveLength(20);
       }
     });
 
