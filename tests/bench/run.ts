@@ -12,7 +12,7 @@ import { connectClient } from '../proxy/helpers';
 import { loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
 import { identityBench } from './identity-bench';
 import { type Latency, measure, measureInterleaved } from './measure';
-import { paymentsBench } from './payments-bench';
+import { allowanceBench, paymentsBench } from './payments-bench';
 import { pinsBench } from './pins-bench';
 import { policyBench } from './policy-bench';
 import { queryEmbeddingLatency, retrievalFigures, startupFigures } from './search-bench';
@@ -159,7 +159,17 @@ const only = process.argv
   ?.slice('--only='.length)
   .split(',');
 const wanted = (
-  part: 'retrieval' | 'search' | 'calls' | 'pins' | 'policy' | 'identity' | 'payments' | 'takeover' | 'transport',
+  part:
+    | 'retrieval'
+    | 'search'
+    | 'calls'
+    | 'pins'
+    | 'policy'
+    | 'identity'
+    | 'payments'
+    | 'allowance'
+    | 'takeover'
+    | 'transport',
 ) => only === undefined || only.includes(part);
 
 async function main() {
@@ -248,6 +258,9 @@ async function main() {
   log('payments: the gated charge decision and the whole order');
   const payments = wanted('payments') ? await paymentsBench() : undefined;
 
+  log('allowance: the gated decision with a standing allowance in place of the parent approval');
+  const allowance = wanted('allowance') ? await allowanceBench() : undefined;
+
   log('takeover: a chat turn whose instance was killed, finished by another');
   const takeover = wanted('takeover') ? await takeoverBench(3) : undefined;
 
@@ -264,6 +277,7 @@ async function main() {
     policy,
     identity,
     payments,
+    allowance,
     takeover,
     targets: {
       'call_tool added p50 <= 30 us (in-memory)': inMemory && {
