@@ -59,6 +59,14 @@ export type AllowanceCoverOutcome =
   | { readonly status: 'not-covered'; readonly allowanceId: string; readonly reason: string }
   | { readonly status: 'none' };
 
+/** The allowance an order is paid on, as the child's order card and the audit page say it. */
+export interface AllowanceStanding {
+  readonly allowanceId: string;
+  readonly period: 'day' | 'week';
+  /** What the period has left once this order is paid (its hold counted once). */
+  readonly remainingCents: number;
+}
+
 /** Outcomes of issuing and revoking. */
 export type AllowanceOutcome =
   | { readonly ok: true; readonly record: AllowanceRecord }
@@ -78,6 +86,16 @@ export interface Allowances {
     readonly merchantDid: string;
     readonly totalCents: number;
   }): Promise<AllowanceCoverOutcome>;
+  /**
+   * The allowance an order stands on, for the windows (read only): the one its amount is held
+   * against, or else the one that would cover it now; `undefined` when none does.
+   */
+  standing(order: {
+    readonly invoiceId: string;
+    readonly childDid: string;
+    readonly merchantDid: string;
+    readonly totalCents: number;
+  }): Promise<AllowanceStanding | undefined>;
   /**
    * Spends an order's amount on its allowance, atomically against revocation and the period's
    * budget, after verifying the allowance again: the charge runs only on `ok`.
@@ -116,6 +134,27 @@ export function createAllowances(options: AllowancesOptions): Allowances {
       { allowance: record.credential, membership: household.memberships.parent, enrollment: passkey.enrollment },
       context(now),
     );
+  }
+
+  /** Whether the newest allowance of a child at a merchant covers an order now. */
+  async function cover(order: Parameters<Allowances['cover']>[0]): Promise<AllowanceCoverOutcome> {
+    const record = await store.latestFor(order.childDid, order.merchantDid);
+    if (!record) return { status: 'none' };
+    const now = clock();
+    const verdict = await verified(record, now);
+    const outcome: AllowanceCover = verdict.verified
+      ? allowanceCovers(
+          verdict.terms,
+          { ...order, now: Math.floor(now.getTime() / 1000) },
+          {
+            revoked: record.revokedAt !== undefined,
+            spentCents: await store.spentCents(record.allowanceId, periodKeyOf(verdict.terms, now)),
+          },
+        )
+      : { covered: false, reason: verdict.reason };
+    return outcome.covered
+      ? { status: 'covered', allowanceId: record.allowanceId, remainingCents: outcome.remainingCents }
+      : { status: 'not-covered', allowanceId: record.allowanceId, reason: outcome.reason };
   }
 
   return {
@@ -217,24 +256,28 @@ export function createAllowances(options: AllowancesOptions): Allowances {
       return { ok: true, record: (await store.get(allowanceId)) ?? record };
     },
 
-    async cover(order) {
-      const record = await store.latestFor(order.childDid, order.merchantDid);
-      if (!record) return { status: 'none' };
-      const now = clock();
-      const verdict = await verified(record, now);
-      const outcome: AllowanceCover = verdict.verified
-        ? allowanceCovers(
-            verdict.terms,
-            { ...order, now: Math.floor(now.getTime() / 1000) },
-            {
-              revoked: record.revokedAt !== undefined,
-              spentCents: await store.spentCents(record.allowanceId, periodKeyOf(verdict.terms, now)),
-            },
-          )
-        : { covered: false, reason: verdict.reason };
-      return outcome.covered
-        ? { status: 'covered', allowanceId: record.allowanceId, remainingCents: outcome.remainingCents }
-        : { status: 'not-covered', allowanceId: record.allowanceId, reason: outcome.reason };
+    cover,
+
+    async standing(order) {
+      const held = await store.holdOf(order.invoiceId);
+      if (held !== undefined) {
+        const record = await store.get(held.allowanceId);
+        const terms = record && parseCanonicalTerms(record.terms);
+        if (terms === undefined) return undefined;
+        const spent = await store.spentCents(held.allowanceId, held.periodKey);
+        return {
+          allowanceId: held.allowanceId,
+          period: terms.period,
+          remainingCents: Math.max(0, terms.budgetCents - spent),
+        };
+      }
+      const covered = await cover(order);
+      if (covered.status !== 'covered') return undefined;
+      const record = await store.get(covered.allowanceId);
+      const terms = record && parseCanonicalTerms(record.terms);
+      return (
+        terms && { allowanceId: covered.allowanceId, period: terms.period, remainingCents: covered.remainingCents }
+      );
     },
 
     async hold(input) {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { Allowances } from './allowances';
+import type { AllowanceStanding, Allowances } from './allowances';
 import type { PasskeyAssertion } from './credentials';
 import type { IdentityEventSink } from './events';
 import type { Household } from './household';
@@ -21,7 +21,7 @@ export interface ApprovalsOptions {
    * The parent's standing allowances: an order one covers needs only the child; one at a merchant
    * where the parent set an allowance that does not cover it needs the parent, whatever its total.
    */
-  readonly allowances?: Pick<Allowances, 'cover'>;
+  readonly allowances?: Pick<Allowances, 'cover' | 'standing'>;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
   /** How often a waiter re-reads the store for a decision taken in another process; default 1 s. */
@@ -54,6 +54,8 @@ export interface ApprovalView {
   readonly approvedRoles: readonly Role[];
   readonly expiresAt: string;
   readonly reason?: string;
+  /** The parent's standing allowance that stands in for the parent's approval of this order, if one does. */
+  readonly allowance?: AllowanceStanding;
 }
 
 /** What `request_approval` answers. */
@@ -209,6 +211,22 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     return store.get(approvalId);
   }
 
+  /**
+   * The view, with the allowance that stands in for the parent when the order asks only the child
+   * at a merchant where the parent keeps one (an allowance on record closes the solo tier there).
+   */
+  async function viewWithAllowance(record: ApprovalRecord): Promise<ApprovalView> {
+    const view = viewOf(record);
+    if (options.allowances === undefined || record.requiredRoles.join() !== 'child') return view;
+    const allowance = await options.allowances.standing({
+      invoiceId: record.invoiceId,
+      childDid: household.members.child,
+      merchantDid: record.merchantDid,
+      totalCents: record.totalCents,
+    });
+    return allowance === undefined ? view : { ...view, allowance };
+  }
+
   const refuse = (reason: string) => {
     emit({ kind: 'approval-refused', reason });
     return { ok: false, reason } as const;
@@ -307,12 +325,16 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     async pendingFor(role) {
       const pending = await store.listPending();
       const now = clock().getTime();
-      return pending.filter((record) => record.requiredRoles.includes(role) && record.expiresAt > now).map(viewOf);
+      return Promise.all(
+        pending
+          .filter((record) => record.requiredRoles.includes(role) && record.expiresAt > now)
+          .map(viewWithAllowance),
+      );
     },
 
     async get(approvalId) {
       const record = await current(approvalId);
-      return record && viewOf(record);
+      return record && viewWithAllowance(record);
     },
 
     async approve({ approvalId, role, assertion }) {

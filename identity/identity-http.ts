@@ -55,6 +55,14 @@ export interface IdentityHandlers {
   readonly callDecline: IdentityHandler;
   /** POST `?as=role` `{approvalId}` → declines as that role. */
   readonly decline: IdentityHandler;
+  /** GET `?as=parent` → the standing allowances, each with what is left of its period, and the merchants. */
+  readonly allowances: IdentityHandler;
+  /** POST `?as=parent` the form → the drafted terms and assertion options over their hash. */
+  readonly allowanceOptions: IdentityHandler;
+  /** POST `?as=parent` `{ceremonyId, response}` → the household signs and stores the `Allowance`. */
+  readonly allowanceVerify: IdentityHandler;
+  /** POST `?as=parent` `{allowanceId}` → revokes it, with immediate effect. */
+  readonly allowanceRevoke: IdentityHandler;
   /** POST `?as=role` → ends that role's session and clears its cookie. */
   readonly signOut: IdentityHandler;
 }
@@ -139,6 +147,18 @@ const authenticationResponse = z
     }),
   );
 const ceremonyId = z.string().min(1).max(100);
+// The parent's allowance form; the terms' own schema checks the rest (cap ≤ budget, within a year).
+const allowanceFormBody = z
+  .object({
+    merchantDid: z.string().min(1).max(200),
+    perOrderCapCents: z.number().int().min(1),
+    budgetCents: z.number().int().min(1),
+    period: z.enum(['day', 'week']),
+    timeZone: z.string().min(1).max(64),
+    expiresAt: z.number().int().min(0),
+  })
+  .strict();
+const allowanceIdBody = z.object({ allowanceId: z.string().min(1).max(200) });
 const registrationVerifyBody = z.object({ ceremonyId, response: registrationResponse });
 const assertionVerifyBody = z.object({ ceremonyId, response: authenticationResponse });
 
@@ -356,6 +376,42 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
       const result = await passkeys.decline({ session, approvalId });
       if (!result.ok) return fail(409, result.reason);
       return ok({ approvalId: result.record.approvalId, status: result.record.status, role: session.role });
+    }),
+
+    allowances: handle('allowances', async (request) => {
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.allowance.list(session);
+      if (!result.ok) return refused(result);
+      return ok({ allowances: result.allowances, merchants: result.merchants });
+    }),
+
+    allowanceOptions: handle('allowanceOptions', async (request) => {
+      const form = await readPost(request, allowanceFormBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.allowance.options({ session, form });
+      if (!result.ok) return refused(result);
+      return ok({ ceremonyId: result.ceremonyId, options: result.options, terms: result.terms });
+    }),
+
+    allowanceVerify: handle('allowanceVerify', async (request) => {
+      const body = await readPost(request, assertionVerifyBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.allowance.verify({ session, ...body });
+      if (!result.verified) return refused(result);
+      return ok({ allowanceId: result.record.allowanceId, terms: result.terms });
+    }),
+
+    allowanceRevoke: handle('allowanceRevoke', async (request) => {
+      const { allowanceId } = await readPost(request, allowanceIdBody);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.allowance.revoke({ session, allowanceId });
+      if (!result.ok) return refused(result);
+      return ok({
+        allowanceId,
+        ...(result.record.revokedAt === undefined
+          ? {}
+          : { revokedAt: new Date(result.record.revokedAt).toISOString() }),
+      });
     }),
 
     signOut: handle('signOut', async (request) => {

@@ -26,6 +26,7 @@ export {
   type AllowanceCoverOutcome,
   type AllowanceDraft,
   type AllowanceOutcome,
+  type AllowanceStanding,
   type Allowances,
   type AllowancesOptions,
   type AllowanceView,

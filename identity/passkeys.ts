@@ -10,6 +10,9 @@ import {
   verifyRegistrationResponse,
 } from '@simplewebauthn/server';
 import { cose, decodeAttestationObject, decodeCredentialPublicKey } from '@simplewebauthn/server/helpers';
+import type { AllowanceRecord } from './allowance-store';
+import { type AllowanceTerms, allowanceHashOf, canonicalTerms, parseCanonicalTerms } from './allowance-terms';
+import type { AllowanceDraft, Allowances, AllowanceView } from './allowances';
 import type { Approvals, ApprovalView, DecisionOutcome } from './approvals';
 import type { CallApprovals, CallApprovalView, CallDecisionOutcome } from './call-approvals';
 import { checkEnrollmentCode } from './enrollment-codes';
@@ -70,12 +73,34 @@ export type CallApprovalResult =
   | { readonly verified: true; readonly view: CallApprovalView }
   | ({ readonly verified: false } & PasskeyRefusal);
 
+/** What passkeys needs of standing allowances: the household drafts, issues, lists and revokes them. */
+export type PasskeyAllowances = Pick<Allowances, 'draft' | 'issue' | 'list' | 'revoke'>;
+
+/** What the parent's allowance form sends: the merchant by its id (its name is the household's), the caps, the period. */
+export type AllowanceForm = Omit<AllowanceDraft, 'merchantName' | 'notBefore'>;
+
+/** A signed allowance, as the parent's window is told it. */
+export type AllowanceResult =
+  | { readonly verified: true; readonly record: AllowanceRecord; readonly terms: AllowanceTerms }
+  | ({ readonly verified: false } & PasskeyRefusal);
+
+/** The parent's allowances and the merchants one can be set at. */
+export type AllowanceList =
+  | {
+      readonly ok: true;
+      readonly allowances: readonly AllowanceView[];
+      readonly merchants: readonly { readonly did: string; readonly name: string }[];
+    }
+  | ({ readonly ok: false } & PasskeyRefusal);
+
 /** What {@link createPasskeys} needs. */
 export interface CreatePasskeysOptions {
   readonly household: Household;
   readonly approvals: PasskeyApprovals;
   /** Gated non-payment calls (`approval_required`); without it the window has none to show. */
   readonly callApprovals?: PasskeyCallApprovals;
+  /** Standing allowances the parent signs in the window; without it the window offers none. */
+  readonly allowances?: PasskeyAllowances;
   /** WebAuthn relying-party id: `localhost` by default (SPEC §5.3), the host name for a real host. */
   readonly rpId: string;
   /** The exact origin the approval window is served from, e.g. `http://localhost:3000`. */
@@ -139,6 +164,31 @@ export interface Passkeys {
     /** The gated calls waiting for the session's role. */
     pendingFor(session: SessionRecord): Promise<readonly CallApprovalView[]>;
   };
+  /** Standing allowances, for the parent's session only (docs/human-authority.md "Standing allowances"). */
+  readonly allowance: {
+    /** Drafts the terms from the form and starts an assertion whose challenge is the 32 bytes of their hash. */
+    options(request: { readonly session: SessionRecord; readonly form: AllowanceForm }): Promise<
+      | {
+          readonly ok: true;
+          readonly ceremonyId: string;
+          readonly options: PublicKeyCredentialRequestOptionsJSON;
+          readonly terms: AllowanceTerms;
+        }
+      | ({ readonly ok: false } & PasskeyRefusal)
+    >;
+    /** Verifies the parent's assertion over those terms' hash and has the household sign and store the `Allowance`. */
+    verify(request: {
+      readonly session: SessionRecord;
+      readonly ceremonyId: string;
+      readonly response: AuthenticationResponseJSON;
+    }): Promise<AllowanceResult>;
+    list(session: SessionRecord): Promise<AllowanceList>;
+    /** Revokes at once: the store orders it against every hold. */
+    revoke(request: {
+      readonly session: SessionRecord;
+      readonly allowanceId: string;
+    }): Promise<{ readonly ok: true; readonly record: AllowanceRecord } | ({ readonly ok: false } & PasskeyRefusal)>;
+  };
   /** Declines a request as the session's role. */
   decline(request: { readonly session: SessionRecord; readonly approvalId: string }): Promise<DecisionOutcome>;
   /** The requests waiting for the session's role. */
@@ -151,6 +201,8 @@ export interface Passkeys {
 
 /** Marks an approval ceremony as one for a gated call (its request id follows). */
 const callCeremonyPrefix = 'call:';
+/** Marks an approval ceremony as one for an allowance (the terms' canonical bytes follow). */
+const allowanceCeremonyPrefix = 'allowance:';
 
 /** SHA-256 hex of a session token: the only form a token is stored in. */
 export function hashSessionToken(token: string): string {
@@ -164,7 +216,7 @@ export function hashSessionToken(token: string): string {
  * no code, token or challenge.
  */
 export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
-  const { household, approvals, rpId, origin, callApprovals } = options;
+  const { household, approvals, rpId, origin, callApprovals, allowances } = options;
   const store = household.store;
   const rpName = options.rpName ?? 'extensible-mcp household';
   const clock = options.clock ?? (() => new Date());
@@ -646,6 +698,113 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
       async pendingFor(session) {
         const current = await liveSession(session, clock().getTime());
         return current === undefined || callApprovals === undefined ? [] : callApprovals.pendingFor(current.role);
+      },
+    },
+
+    allowance: {
+      async options({ session, form }) {
+        const now = clock().getTime();
+        const refuse = (reason: string, code: IdentityErrorCode) => refusePasskey('approval', reason, code);
+        const current = await liveSession(session, now);
+        if (current === undefined)
+          return refuse('not signed in, or the session expired; sign in again', 'unauthenticated');
+        if (current.role !== 'parent') return refuse('only the parent signs a standing allowance', 'forbidden');
+        if (allowances === undefined) return refuse('this household has no standing allowances', 'not-found');
+        // The merchant's name is the one the household trusts it under, never the form's.
+        const merchant = await store.merchants.get(form.merchantDid);
+        if (merchant === undefined) return refuse('that merchant is not one the household trusts', 'bad-request');
+        const drafted = allowances.draft({ ...form, merchantName: merchant.name });
+        if (!drafted.ok) return refuse(`these terms cannot be signed: ${drafted.reason}`, 'bad-request');
+        const digest = Buffer.from(drafted.termsHash, 'base64url');
+        const passkeys = await store.passkeys.listByRole('parent');
+        const request = await generateAuthenticationOptions({
+          rpID: rpId,
+          challenge: new Uint8Array(digest),
+          allowCredentials: passkeys.map((passkey) => ({
+            id: passkey.credentialId,
+            transports: [...passkey.transports],
+          })),
+          userVerification: 'required',
+          timeout: ceremonyLifetimeMs,
+        });
+        const ceremonyId = randomBytes(16).toString('base64url');
+        // The ceremony keeps the exact terms drafted: what verifies is what the window showed.
+        await store.ceremonies.put(
+          {
+            id: ceremonyId,
+            kind: 'approval',
+            challenge: request.challenge,
+            role: 'parent',
+            approvalId: `${allowanceCeremonyPrefix}${canonicalTerms(drafted.terms)}`,
+            expiresAt: now + ceremonyLifetimeMs,
+          },
+          now,
+        );
+        return { ok: true, ceremonyId, options: request, terms: drafted.terms };
+      },
+
+      async verify({ session, ceremonyId, response }) {
+        const now = clock().getTime();
+        const refuse = (reason: string, code: IdentityErrorCode) => refusePasskey('approval', reason, code);
+        const current = await liveSession(session, now);
+        if (current === undefined)
+          return refuse('not signed in, or the session expired; sign in again', 'unauthenticated');
+        if (current.role !== 'parent') return refuse('only the parent signs a standing allowance', 'forbidden');
+        const ceremony = await takeCeremony(ceremonyId, 'approval');
+        const terms = ceremony?.approvalId?.startsWith(allowanceCeremonyPrefix)
+          ? parseCanonicalTerms(ceremony.approvalId.slice(allowanceCeremonyPrefix.length))
+          : undefined;
+        if (ceremony === undefined || terms === undefined || allowances === undefined)
+          return refuse('unknown or already used allowance ceremony; start again', 'bad-request');
+        if (ceremony.role !== 'parent') return refuse('this ceremony was started by another role', 'forbidden');
+        if (ceremony.expiresAt <= now) return refuse('the signing took too long; start again', 'unauthenticated');
+        // The challenge must be these terms' hash: the signature binds these terms and no others.
+        if (allowanceHashOf(canonicalTerms(terms)) !== ceremony.challenge)
+          return refuse('the challenge is not these terms\u2019 hash', 'conflict');
+        const result = await verifyAssertion({
+          ceremony: 'approval',
+          response,
+          expectedChallenge: ceremony.challenge,
+          allowed: await store.passkeys.listByRole('parent'),
+          now,
+        });
+        if (!result.verified) return result;
+        const issued = await allowances.issue({
+          terms,
+          assertion: {
+            credentialId: result.passkey.credentialId,
+            authenticatorData: response.response.authenticatorData,
+            clientDataJSON: response.response.clientDataJSON,
+            signature: response.response.signature,
+          },
+        });
+        if (!issued.ok) return refuse(issued.reason, 'conflict');
+        return { verified: true, record: issued.record, terms };
+      },
+
+      async list(session) {
+        const current = await liveSession(session, clock().getTime());
+        if (current === undefined)
+          return refusePasskey('approval', 'not signed in, or the session expired; sign in again', 'unauthenticated');
+        if (current.role !== 'parent')
+          return refusePasskey('approval', 'only the parent sees the standing allowances', 'forbidden');
+        const merchants = (await store.merchants.list()).map((merchant) => ({
+          did: merchant.did,
+          name: merchant.name,
+        }));
+        return { ok: true, allowances: allowances === undefined ? [] : await allowances.list(), merchants };
+      },
+
+      async revoke({ session, allowanceId }) {
+        const current = await liveSession(session, clock().getTime());
+        if (current === undefined)
+          return refusePasskey('approval', 'not signed in, or the session expired; sign in again', 'unauthenticated');
+        if (current.role !== 'parent')
+          return refusePasskey('approval', 'only the parent revokes an allowance', 'forbidden');
+        if (allowances === undefined)
+          return refusePasskey('approval', 'this household has no standing allowances', 'not-found');
+        const revoked = await allowances.revoke(allowanceId);
+        return revoked.ok ? revoked : refusePasskey('approval', revoked.reason, 'conflict');
       },
     },
 

@@ -94,6 +94,7 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       household,
       approvals,
       callApprovals,
+      allowances,
       origin: env.origin,
       rpId: env.rpId,
       events,

@@ -2,7 +2,10 @@
 
 import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
 import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
+import { AllowancesSection } from './allowances-section';
 import { GatedCallCard, type PendingCall } from './gated-call-card';
+import { identityCall } from './identity-call';
+import { passkeyProblem } from './passkey-problem';
 import { type PendingApproval, PendingApprovalCard } from './pending-approval-card';
 import { SiteHeader } from './site-header';
 
@@ -14,33 +17,7 @@ interface ClosedRequest {
   readonly outcome: 'declined-here' | 'gone';
 }
 
-/** What a JSON call to the identity routes came back with. */
-type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
-
-async function call<T>(path: string, init: { method: 'GET' | 'POST'; body?: unknown }): Promise<Answer<T>> {
-  try {
-    const response = await fetch(path, {
-      method: init.method,
-      cache: 'no-store',
-      ...(init.method === 'POST'
-        ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(init.body ?? {}) }
-        : {}),
-    });
-    const value = (await response.json().catch(() => ({}))) as T & { error?: string };
-    if (response.ok) return { ok: true, value };
-    return { ok: false, error: value.error ?? `the server answered ${response.status}` };
-  } catch {
-    return { ok: false, error: 'the server cannot be reached; check that it is running' };
-  }
-}
-
-/** A WebAuthn failure in words (the browser's own messages are written for developers). */
-function passkeyProblem(error: unknown): string {
-  if (error instanceof Error && error.name === 'NotAllowedError') {
-    return 'The passkey prompt was closed or timed out. Try again when you are ready.';
-  }
-  return error instanceof Error ? `The passkey did not work: ${error.message}` : 'The passkey did not work.';
-}
+const call = identityCall;
 
 /**
  * The approval window of one role (SPEC §5.3, UI.md): enrol with the code from the terminal, sign
@@ -453,6 +430,7 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
             </div>
           </section>
         )}
+        {session?.signedIn && role === 'parent' && request === undefined && <AllowancesSection />}
       </main>
     </>
   );

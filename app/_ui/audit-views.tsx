@@ -74,6 +74,7 @@ export function OrderList({ orders }: { readonly orders: readonly OrderSummary[]
 const stepNames: Record<AuditLink['step'], string> = {
   terms: 'Terms',
   approval: 'Approval',
+  allowance: 'Allowance',
   receipt: 'Payment',
   commitment: 'Delivery',
 };

@@ -68,7 +68,12 @@ export function OrderCard({
           {roles.map((role) => (
             <li key={role}>
               <span className="font-medium capitalize">{role}</span>{' '}
-              {!required.includes(role) ? (
+              {role === 'parent' && approval?.allowance !== undefined ? (
+                <span className="text-emerald-800">
+                  covered by your parent's allowance ({formatMoney(approval.allowance.remainingCents)} left{' '}
+                  {approval.allowance.period === 'day' ? 'today' : 'this week'})
+                </span>
+              ) : !required.includes(role) ? (
                 <span className="text-slate-600">not needed under {formatMoney(childOnlyLimitCents)}</span>
               ) : approved.includes(role) ? (
                 <span className="text-emerald-800">✓ approved</span>

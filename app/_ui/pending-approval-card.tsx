@@ -22,6 +22,8 @@ export interface PendingApproval {
   readonly requiredRoles: readonly Role[];
   readonly approvedRoles: readonly Role[];
   readonly expiresAt: string;
+  /** The parent's standing allowance that stands in for the parent on this order. */
+  readonly allowance?: { readonly period: 'day' | 'week'; readonly remainingCents: number };
 }
 
 /**
@@ -80,11 +82,13 @@ export function PendingApprovalCard({
         </dd>
         <dt className="text-slate-600">Also approving</dt>
         <dd>
-          {others.length === 0
-            ? `nobody else — under ${formatMoney(1000)} the ${role} alone approves`
-            : others
-                .map((other) => `the ${other} (${approval.approvedRoles.includes(other) ? 'approved ✓' : 'waiting'})`)
-                .join(', ')}
+          {others.length === 0 && approval.allowance !== undefined
+            ? `nobody else — covered by your parent's allowance (${formatMoney(approval.allowance.remainingCents)} left ${approval.allowance.period === 'day' ? 'today' : 'this week'})`
+            : others.length === 0
+              ? `nobody else — under ${formatMoney(1000)} the ${role} alone approves`
+              : others
+                  .map((other) => `the ${other} (${approval.approvedRoles.includes(other) ? 'approved ✓' : 'waiting'})`)
+                  .join(', ')}
         </dd>
         {closed === undefined && !expired && (
           <>

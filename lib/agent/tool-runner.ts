@@ -174,6 +174,7 @@ async function emitApproval(context: TurnContext, approvalId: string): Promise<v
     approvedRoles: view.approvedRoles,
     approveUrls: context.session.approveUrls.get(approvalId) ?? {},
     ...(view.reason === undefined ? {} : { reason: view.reason }),
+    ...(view.allowance === undefined ? {} : { allowance: view.allowance }),
   });
 }
 

@@ -42,6 +42,12 @@ export type ChatEventBody =
       readonly approvedRoles: readonly ('child' | 'parent')[];
       readonly approveUrls: Readonly<Partial<Record<'child' | 'parent', string>>>;
       readonly reason?: string;
+      /** The parent's standing allowance that stands in for the parent's approval, and what it leaves. */
+      readonly allowance?: {
+        readonly allowanceId: string;
+        readonly period: 'day' | 'week';
+        readonly remainingCents: number;
+      };
     }
   | {
       readonly type: 'receipt';

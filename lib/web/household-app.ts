@@ -67,6 +67,8 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
       store: runtime.identity.store.identity,
       household: runtime.identity.household,
       webauthn: { rpId: env.rpId, origin: env.origin },
+      allowances: runtime.identity.store.allowances,
+      log: runtime.identity.store.audit,
     }),
     async close() {
       await mcp.close();

@@ -1,24 +1,28 @@
 import {
+  type AllowanceStore,
   type ApprovalRecord,
   type CredentialVerifier,
   createVeramoVerifier,
   type Household,
   type IdentityStore,
   invoiceHashOf,
+  parseCanonicalTerms,
   type Role,
   type VerifiedCredential,
+  verifyAllowance,
   verifyAssertionWithSimpleWebAuthn,
   verifyOrderApproval,
 } from '../../identity/index';
 import { safeJsonParse } from '../../proxy/index';
 import { dollars } from '../agent/invoice-terms';
+import type { AuditLog } from '../audit/audit-log';
 
 /** The outcome of re-verifying one signature, now. */
 export type LinkCheck = { readonly verified: true } | { readonly verified: false; readonly reason: string };
 
 /** One link of an order's evidence chain: who signed what, what it binds, and whether it verifies now. */
 export interface AuditLink {
-  readonly step: 'terms' | 'approval' | 'receipt' | 'commitment';
+  readonly step: 'terms' | 'approval' | 'allowance' | 'receipt' | 'commitment';
   /** "Terms signed by the merchant", "The parent's approval", … */
   readonly title: string;
   readonly signer: string;
@@ -57,6 +61,12 @@ export interface OrderAuditOptions {
   readonly store: IdentityStore;
   readonly household: Household;
   readonly webauthn: { readonly rpId: string; readonly origin: string };
+  /**
+   * The standing allowances and the audit chain: an order paid on an allowance shows the
+   * allowance in place of the parent's approval, found by the chain's `allowance-spent` event.
+   */
+  readonly allowances?: Pick<AllowanceStore, 'get' | 'holdOf'>;
+  readonly log?: Pick<AuditLog, 'forOrder'>;
   readonly clock?: () => Date;
 }
 
@@ -172,6 +182,81 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
     return link(verdict.verified ? { verified: true } : { verified: false, reason: verdict.reason }, signer);
   }
 
+  /**
+   * The allowance that stood in for the parent's approval: the chain's `allowance-spent` event
+   * names it and what it left; the household-signed `Allowance` is re-verified (Veramo, then the
+   * parent's passkey over the terms' hash with SimpleWebAuthn) and must be for this order's
+   * merchant and child, within its per-order cap.
+   */
+  async function allowanceLink(record: ApprovalRecord): Promise<AuditLink | undefined> {
+    if (options.log === undefined || options.allowances === undefined || record.approvals.parent !== undefined)
+      return undefined;
+    const spent = (await options.log.forOrder(record.invoiceId)).find(
+      (entry) => entry.event.kind === 'allowance-spent',
+    );
+    const allowanceId = spent?.event.data?.allowanceId;
+    if (spent === undefined || typeof allowanceId !== 'string') return undefined;
+    const left = spent.event.data?.remainingCents;
+    const stored = await options.allowances.get(allowanceId);
+    const hold = await options.allowances.holdOf(record.invoiceId);
+    const terms = stored === undefined ? undefined : parseCanonicalTerms(stored.terms);
+    const per = terms?.period === 'week' ? 'a week' : 'a day';
+    const link = (check: LinkCheck): AuditLink => ({
+      step: 'allowance',
+      title: "The parent's standing allowance, in place of the parent's approval",
+      signer: household.adminDid,
+      binds: [
+        { label: 'allowance id', value: allowanceId },
+        { label: 'merchant', value: terms === undefined ? '(none)' : `${terms.merchantName} (${terms.merchantDid})` },
+        { label: 'per order', value: terms === undefined ? '(none)' : `up to ${dollars(terms.perOrderCapCents)}` },
+        {
+          label: 'budget',
+          value: terms === undefined ? '(none)' : `${dollars(terms.budgetCents)} ${per} (${terms.timeZone})`,
+        },
+        {
+          label: 'valid until',
+          value: terms === undefined ? '(none)' : new Date(terms.expiresAt * 1000).toISOString(),
+        },
+        { label: 'left after this order', value: typeof left === 'number' ? dollars(left) : '(not recorded)' },
+        { label: 'chain row', value: `#${spent.id}` },
+        {
+          label: 'budget hold',
+          value: hold === undefined ? '(none)' : `#${hold.sequence}: ${dollars(hold.amountCents)} in ${hold.periodKey}`,
+        },
+      ],
+      check,
+      jws: stored?.credential ?? '',
+    });
+    if (stored === undefined || terms === undefined)
+      return link({ verified: false, reason: 'the allowance the chain names is not on record' });
+    const passkeyId = (claimsOf(stored.credential)?.passkey as { credentialId?: unknown } | undefined)?.credentialId;
+    const enrolled = typeof passkeyId === 'string' ? await store.passkeys.get(passkeyId) : undefined;
+    if (enrolled === undefined)
+      return link({ verified: false, reason: 'its passkey is not enrolled in this household' });
+    const verdict = await verifyAllowance(
+      { allowance: stored.credential, membership: household.memberships.parent, enrollment: enrolled.enrollment },
+      {
+        adminDid: household.adminDid,
+        webauthn: options.webauthn,
+        now: issuedAt(stored.credential),
+        verifyCredential: veramo,
+        verifyAssertion: verifyAssertionWithSimpleWebAuthn,
+      },
+    );
+    if (!verdict.verified) return link({ verified: false, reason: verdict.reason });
+    // The verified terms, not the row, decide whether it was this order's to stand in for.
+    if (verdict.terms.id !== allowanceId) return link({ verified: false, reason: 'it is another allowance' });
+    if (verdict.terms.merchantDid !== record.merchantDid)
+      return link({ verified: false, reason: 'it is for another merchant' });
+    if (verdict.terms.childDid !== household.members.child)
+      return link({ verified: false, reason: 'it is for another child' });
+    if (record.totalCents > verdict.terms.perOrderCapCents)
+      return link({ verified: false, reason: 'the order is over its per-order cap' });
+    if (hold?.allowanceId !== allowanceId)
+      return link({ verified: false, reason: 'no budget hold of this order on it' });
+    return link({ verified: true });
+  }
+
   async function receiptLink(record: ApprovalRecord, receipt: string): Promise<AuditLink> {
     const claims = claimsOf(receipt);
     const link = (check: LinkCheck): AuditLink => ({
@@ -245,6 +330,8 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
         if (approval === undefined) pending.push(`the ${role}'s approval`);
         else links.push(await approvalLink(record, role, approval));
       }
+      const allowance = await allowanceLink(record);
+      if (allowance !== undefined) links.push(allowance);
       if (record.receipt === undefined) pending.push('the payment receipt');
       else links.push(await receiptLink(record, record.receipt));
       if (record.commitment === undefined) pending.push('the delivery commitment');

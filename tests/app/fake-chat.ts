@@ -112,6 +112,10 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
       callApprovalVerify: unused,
       callDecline: unused,
       decline: unused,
+      allowances: unused,
+      allowanceOptions: unused,
+      allowanceVerify: unused,
+      allowanceRevoke: unused,
       signOut: unused,
     },
     // No token: the endpoint must answer 404 without touching the gateway.

@@ -4,7 +4,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { PasskeyRecord, Role } from '../../identity/index';
+import { createAllowances, type PasskeyRecord, type Role } from '../../identity/index';
+import { readHouseholdEnv } from '../../lib/env';
 import { familySpendLookups } from '../../lib/payments/family-spend-lookups';
 import {
   type CallContext,
@@ -21,6 +22,7 @@ import {
   singleUseFilter,
 } from '../../proxy/index';
 import { freePort } from '../e2e/support/app-server';
+import { assertCall } from '../identity/call-approval-support';
 import { type Member, startTestHousehold, type TestHousehold } from '../payments/household';
 import { type HttpShop, startHttpShop } from '../security/fixtures/http-shop';
 import { startThrowawayPostgres } from '../support/throwaway-postgres';
@@ -197,6 +199,110 @@ async function gatedDecision(
     { iterations: 1_000, warmup: 50 },
   );
   return { ...decision, floor: { signatures, bareVerification: bareSignatures } };
+}
+
+/**
+ * The gated decision on a $4.00 order that the parent's standing allowance covers (issue 29): the
+ * same single-use reserve → fetch-plan lookups → family-spend policy → release as
+ * {@link gatedDecision}, with the child's approval and the allowance (the household's signature,
+ * the parent's membership, enrollment and passkey assertion over the terms' hash, and the
+ * period's spend read from the store) in place of the parent's approval. On a real household
+ * (SQLite), every signature verified every time.
+ */
+async function allowanceDecision(engine: 'rego' | 'cel', folder: string): Promise<Latency> {
+  const household = await startTestHousehold({ engine });
+  try {
+    const { runtime } = household;
+    const env = readHouseholdEnv({ EXTENSIBLE_MCP_DATA: household.dataDir });
+    const identity = runtime.identity;
+    const allowances = createAllowances({
+      household: identity.household,
+      store: identity.store.allowances,
+      origin: env.origin,
+      rpId: env.rpId,
+    });
+    const drafted = allowances.draft({
+      merchantDid: runtime.merchant?.did ?? '',
+      merchantName: 'Main Street Pizza',
+      perOrderCapCents: 500,
+      budgetCents: 1000,
+      period: 'day',
+      timeZone: 'Europe/Paris',
+      expiresAt: Math.floor(Date.now() / 1000) + 30 * 24 * 60 * 60,
+    });
+    if (!drafted.ok) throw new Error(drafted.reason);
+    const issued = await allowances.issue({
+      terms: drafted.terms,
+      assertion: assertCall(household.members.parent.authenticator, drafted.termsHash),
+    });
+    if (!issued.ok) throw new Error(issued.reason);
+    const slice = await household.approvedSlice();
+    if ('parentApproval' in slice.args) throw new Error('the allowance order carries a parent approval');
+    const bundle = await loadBundle({
+      directory: new URL('../../policies/family-spend', import.meta.url).pathname,
+      builtins: createHostBuiltins({ webauthn: { rpId: env.rpId } }),
+      engine,
+    });
+    const now = () => Date.now();
+    const filter = singleUseFilter({
+      inner: policyFilter({
+        bundle,
+        config: {
+          household: { adminDid: identity.household.adminDid, adminJwk: identity.household.adminJwk },
+          webauthn: { rpId: env.rpId, origin: env.origin },
+        },
+        resolvers: familySpendLookups({
+          household: identity.household,
+          store: identity.store.identity,
+          allowances: identity.store.allowances,
+        }),
+        now,
+      }),
+      store: openSqliteEvidenceStore({ path: join(folder, `allowance-${engine}.sqlite`), capacity: 1000 }),
+      evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
+      spend: 'on-success',
+      now,
+    });
+    const request: CallRequest = {
+      tool: 'payments__charge_invoice',
+      toolName: 'charge_invoice',
+      server: { name: 'payments', admission: 'in-process' },
+      arguments: slice.args,
+      hasOutputSchema: false,
+      credentialFields: ['invoice', 'childApproval', 'parentApproval'],
+    };
+    const context: CallContext = { principal: { id: 'test' }, scope: { kind: 'session' as const, id: 'bench' } };
+    const decide = async () => {
+      const verdict = await filter(request, context);
+      if (verdict.decision !== 'allow' || !verdict.wrap) throw new Error('the allowance decision did not allow');
+      await verdict.wrap(async () => ({ status: 'failed', reason: 'bench' }));
+    };
+    await decide();
+    return await measure(decide, { iterations: 1_000, warmup: 50 });
+  } finally {
+    await household.close();
+  }
+}
+
+/**
+ * The gated decision with an allowance instead of the parent's approval, beside today's decision
+ * with the parent's approval (rego, every signature), measured one after the other in this run.
+ */
+export async function allowanceBench(): Promise<Record<string, unknown>> {
+  const folder = await mkdtemp(join(tmpdir(), 'bench-allowance-'));
+  const loadBefore = loadavg()[0];
+  try {
+    const { floor: _floor, ...parentApproval } = await gatedDecision('rego', false, folder);
+    const allowance = await allowanceDecision('rego', folder);
+    return {
+      loadAverage: { before: loadBefore, after: loadavg()[0] },
+      gatedChargeDecisionWithAllowance: { parentApproval, allowance },
+      notes:
+        "gatedChargeDecisionWithAllowance.parentApproval = today's gated decision (the $15 fixture, child and parent approvals, rego, every signature); .allowance = the same decision on a $4.00 order a standing allowance covers ($5.00 an order, $10.00 a day): the child's approval and the allowance's chain (household signature, the parent's membership, enrollment and passkey assertion over the terms' hash) and its period's spend read from SQLite stand in for the parent's approval. The budget's hold is settlement's, after the decision, and is not in either figure.",
+    };
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
 }
 
 /**

@@ -12,7 +12,7 @@ import { connectClient } from '../proxy/helpers';
 import { loadCorpus, loadQueries } from '../retrieval/evaluate-retrieval';
 import { identityBench } from './identity-bench';
 import { type Latency, measure, measureInterleaved } from './measure';
-import { paymentsBench } from './payments-bench';
+import { allowanceBench, paymentsBench } from './payments-bench';
 import { pinsBench } from './pins-bench';
 import { policyBench } from './policy-bench';
 import { replicasBench } from './replicas-bench';
@@ -168,6 +168,7 @@ const wanted = (
     | 'policy'
     | 'identity'
     | 'payments'
+    | 'allowance'
     | 'takeover'
     | 'transport'
     | 'replicas',
@@ -259,6 +260,9 @@ async function main() {
   log('payments: the gated charge decision and the whole order');
   const payments = wanted('payments') ? await paymentsBench() : undefined;
 
+  log('allowance: the gated decision with a standing allowance in place of the parent approval');
+  const allowance = wanted('allowance') ? await allowanceBench() : undefined;
+
   log('takeover: a chat turn whose instance was killed, finished by another');
   const takeover = wanted('takeover') ? await takeoverBench(3) : undefined;
 
@@ -278,6 +282,7 @@ async function main() {
     policy,
     identity,
     payments,
+    allowance,
     takeover,
     replicas,
     targets: {

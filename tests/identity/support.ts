@@ -7,6 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type Allowances, createAllowances } from '../../identity/allowances';
 import { type Approvals, createApprovals } from '../../identity/approvals';
 import { issueEnrollmentCodes } from '../../identity/enrollment-codes';
 import type { IdentityEvent } from '../../identity/events';
@@ -34,6 +35,8 @@ export interface IdentityHarness {
   readonly household: Household;
   readonly approvals: Approvals;
   readonly passkeys: Passkeys;
+  /** The parent's standing allowances, wired into approvals and passkeys as the app does. */
+  readonly allowances: Allowances;
   /** Every event identity emitted, in order. */
   readonly events: IdentityEvent[];
   readonly clock: TestClock;
@@ -65,8 +68,15 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
   };
   const householdStore = openSqliteHouseholdStore({ path: join(dataDir, 'household.sqlite') });
   const household = await openHousehold({ store: householdStore.identity, dataDir, now: clock.now });
-  const approvals = createApprovals({ household, origin, rpId, events: sink, clock: clock.now });
-  const passkeys = createPasskeys({ household, approvals, rpId, origin, events: sink, clock: clock.now });
+  const allowances = createAllowances({
+    household,
+    store: householdStore.allowances,
+    origin,
+    rpId,
+    clock: clock.now,
+  });
+  const approvals = createApprovals({ household, origin, rpId, allowances, events: sink, clock: clock.now });
+  const passkeys = createPasskeys({ household, approvals, allowances, rpId, origin, events: sink, clock: clock.now });
   const merchant = await loadOrCreateMerchantKey(join(dataDir, 'merchant'));
   await householdStore.identity.merchants.add({
     did: merchant.did,
@@ -81,6 +91,7 @@ export async function createIdentityHarness(): Promise<IdentityHarness> {
     household,
     approvals,
     passkeys,
+    allowances,
     events,
     clock,
     merchant,

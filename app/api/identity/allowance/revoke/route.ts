@@ -1,0 +1,4 @@
+import { identityRoute } from '@/lib/index';
+
+/** POST `?as=parent` `{allowanceId}`: revokes the allowance at once. */
+export const POST = identityRoute('allowanceRevoke');

@@ -1,0 +1,146 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AppServer, startAppServer } from './support/app-server';
+import { approve, enrol } from './support/approval-windows';
+import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from './support/browser';
+
+// Issue 29 "Standing allowances" in a real browser: the parent signs $10.00 a day at Main Street
+// Pizza with the passkey in the parent window; two $4.00 slices then need only the child's passkey
+// (the parent window gets no request, the chat's card says what the allowance leaves), the third
+// that day asks the parent again, and after the parent revokes, the next one asks the parent too.
+let app: AppServer;
+const browsers: E2eBrowser[] = [];
+let chat: Page;
+let child: Page;
+let parent: Page;
+
+async function order(text: string): Promise<void> {
+  await chat.getByLabel('Message').fill(text);
+  await chat.getByLabel('Message').press('Enter');
+}
+
+const cards = () => chat.getByRole('article', { name: /Order from Main Street Pizza/ });
+const receipts = () => chat.getByRole('article', { name: 'Receipt' });
+
+/** A slice ordered in the chat; its card once the approval request is made. */
+async function orderSlice(count: number) {
+  await order('a cheese slice to 12 Main St');
+  await cards().nth(count).waitFor();
+  await child.getByRole('button', { name: 'Approve with passkey' }).waitFor();
+  return cards().nth(count);
+}
+
+beforeAll(async () => {
+  app = await startAppServer();
+  for (let index = 0; index < 3; index++) browsers.push(await launchBrowser());
+  const [chatBrowser, childBrowser, parentBrowser] = browsers as [E2eBrowser, E2eBrowser, E2eBrowser];
+  chat = await chatBrowser.page();
+  child = await childBrowser.page();
+  parent = await parentBrowser.page();
+  await enrol(child, app, 'child');
+  await enrol(parent, app, 'parent');
+  await chat.goto(app.origin);
+  await chat.locator('#chat-input:not([readonly])').waitFor();
+});
+
+afterAll(async () => {
+  for (const browser of browsers) await browser.close();
+  await app?.close();
+});
+
+describe('a standing allowance in the windows', () => {
+  it('the parent signs $10.00 a day at Main Street Pizza with the passkey', async () => {
+    await parent.bringToFront();
+    const form = parent.getByRole('form', { name: 'New allowance' });
+    await form.getByText('without asking you').waitFor();
+    await screenshot(parent, 'allowance-form');
+    expect(await seriousViolations(parent)).toEqual([]);
+    await form.getByLabel('Per-order cap in dollars').fill('5.00');
+    await form.getByLabel('Budget in dollars').fill('10.00');
+    await form.getByLabel('Period').selectOption('day');
+    await form.getByRole('button', { name: 'Sign with passkey' }).click();
+    await parent
+      .getByText(/^Allowance signed ✓ — Your child can order up to \$5\.00 at a time, \$10\.00 a day, until /)
+      .waitFor();
+    const row = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' });
+    await row.getByText('$10.00 left today').waitFor();
+    await screenshot(parent, 'allowance-signed');
+  });
+
+  it("two $4.00 slices need only the child's passkey; the parent window gets no request", async () => {
+    for (const [index, left] of [
+      [0, '$6.00'],
+      [1, '$2.00'],
+    ] as const) {
+      const card = await orderSlice(index);
+      await card.getByText(`covered by your parent's allowance (${left} left today)`).waitFor();
+      expect(await card.getByText('○ waiting').count()).toBe(1);
+      if (index === 0) {
+        await screenshot(chat, 'allowance-card');
+        await screenshot(child, 'allowance-child-window');
+      }
+      await approve(child);
+      await receipts()
+        .nth(index)
+        .getByText(/30 minutes/)
+        .waitFor();
+      await parent
+        .getByRole('listitem', { name: 'Allowance at Main Street Pizza' })
+        .getByText(`${left} left today`)
+        .waitFor();
+      // Never asked: the parent's list stayed empty throughout.
+      expect(await parent.getByRole('button', { name: 'Approve with passkey' }).count()).toBe(0);
+      await parent.getByText('No orders are waiting for you.').waitFor();
+    }
+    await screenshot(parent, 'allowance-two-spent');
+  });
+
+  it("the order paid on it shows, on the audit page, the allowance in place of the parent's approval", async () => {
+    const [audit] = await Promise.all([
+      chat.context().waitForEvent('page'),
+      receipts().first().getByRole('link', { name: 'See the evidence chain for this order' }).click(),
+    ]);
+    const link = audit.locator('[data-step="allowance"]');
+    await link.waitFor();
+    expect(await link.getAttribute('data-verified')).toBe('yes');
+    await link.getByText('$6.00', { exact: true }).waitFor();
+    await link.getByText('up to $5.00').waitFor();
+    await screenshot(audit, 'allowance-audit');
+    await audit.close();
+  });
+
+  it('the third slice that day asks the parent again', async () => {
+    const card = await orderSlice(2);
+    await card.getByText('○ waiting').nth(1).waitFor();
+    expect(await card.getByText(/covered by your parent's allowance/).count()).toBe(0);
+    await approve(child);
+    await parent.getByRole('button', { name: 'Approve with passkey' }).waitFor();
+    await screenshot(parent, 'allowance-third-asks-parent');
+    await approve(parent);
+    await receipts()
+      .nth(2)
+      .getByText(/30 minutes/)
+      .waitFor();
+  });
+
+  it('the parent revokes, and the next slice asks the parent', async () => {
+    const row = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' });
+    await parent.bringToFront();
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    const confirm = row.getByRole('alertdialog');
+    await confirm
+      .getByText("Revoke your child's allowance at Main Street Pizza? Orders will need your approval again.")
+      .waitFor();
+    await screenshot(parent, 'allowance-revoke-confirm');
+    await confirm.getByRole('button', { name: 'Revoke' }).click();
+    await row.getByText('Revoked ✓ just now').waitFor();
+    expect(await row.getAttribute('data-state')).toBe('revoked');
+    await screenshot(parent, 'allowance-revoked');
+
+    const card = await orderSlice(3);
+    expect(await card.getByText(/covered by your parent's allowance/).count()).toBe(0);
+    await approve(child);
+    await parent.getByRole('button', { name: 'Approve with passkey' }).waitFor();
+    await screenshot(chat, 'allowance-after-revoke');
+  });
+});
