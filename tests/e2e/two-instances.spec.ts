@@ -11,12 +11,14 @@ import { type SteeringProxy, startSteeringProxy } from './support/steering-proxy
 // decides who serves what). They share the data folder's key file (the sealing key, never in the
 // database). The chat talks to instance A, the child's window is served by B and the parent's by
 // A; the child approves last, on B, and the turn A runs resumes by itself. `/log` on B shows A's
-// decisions live.
+// decisions live. Then the chat's next message goes to B while its page still streams from A:
+// B's turn reaches the page live.
 let a: AppServer;
 let b: AppServer;
 let proxy: SteeringProxy;
 let origin: string;
 const browsers: E2eBrowser[] = [];
+let chatBrowser: E2eBrowser;
 let chat: Page;
 let child: Page;
 let parent: Page;
@@ -49,7 +51,7 @@ beforeAll(async () => {
   b = await startAppServer(environment, undefined, { dataDir: a.dataDir, codes: false });
   expect(b.output()).not.toMatch(/Enrollment code for (child|parent): (child|parent)-/);
 
-  const chatBrowser = await browserOn('a');
+  chatBrowser = await browserOn('a');
   const childBrowser = await browserOn('b');
   const parentBrowser = await browserOn('a');
   child = await childBrowser.page();
@@ -106,5 +108,24 @@ describe('two app instances on one PostgreSQL database behind one origin, in Chr
     await screenshot(log, 'two-instances-log-on-b');
     // The page streamed them: it never reloaded, and its one stream is B's.
     expect(proxy.forwarded().filter((request) => request.url === '/log')).toHaveLength(1);
+  });
+
+  it('a message the chat sends through B is answered live on the page still streaming from A', async () => {
+    await chat.getByText('The agent is working…').waitFor({ state: 'detached', timeout: 60_000 });
+    const streams = proxy.forwarded().filter((request) => request.url.startsWith('/api/chat/events')).length;
+    // From now on every request of the chat's browser goes to B; its open event stream stays on A.
+    await chatBrowser.context.addCookies([{ name: 'instance', value: 'b', url: origin }]);
+    await chat.getByLabel('Message').fill('the menu please');
+    await chat.getByLabel('Message').press('Enter');
+    await chat
+      .getByText(/Here is the menu/)
+      .last()
+      .waitFor({ timeout: 60_000 });
+    await screenshot(chat, 'two-instances-chat-answered-by-b');
+    const messages = proxy.forwarded().filter((request) => request.url.startsWith('/api/chat/messages'));
+    expect(messages.at(-1)?.instance).toBe('b');
+    // The page never opened another stream: B's events reached it through A's.
+    expect(proxy.forwarded().filter((request) => request.url.startsWith('/api/chat/events'))).toHaveLength(streams);
+    expect(servedBy('/api/chat/events')).toEqual(new Set(['a']));
   });
 });
