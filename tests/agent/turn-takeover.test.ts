@@ -156,8 +156,8 @@ describe.each(Object.entries(stores))('an instance whose lease another took over
     try {
       const { sessionId } = await first.createSession();
       expect((await first.send(sessionId, 'a large pepperoni to 12 Main St')).accepted).toBe(true);
-      // Read where the turn goes on: another instance's rows reach a reader only once it reads again
-      // (live chat across instances is the store's notifications, next in docs/scale-out.md).
+      // Read where the turn goes on: on SQLite, another instance's rows reach a reader only once it
+      // reads again (PostgreSQL notifies them: tests/agent/chat-across-instances.test.ts).
       const transcript = readTranscript(chat, sessionId);
       await transcript.waitFor((event) => event.type === 'assistant-text' && event.delta.startsWith('Picking up'));
       const { approvalId } = await transcript.waitFor(is.approval('pending'));
