@@ -8,7 +8,8 @@ export default defineConfig({
   resolve: { alias: { '@': fileURLToPath(new URL('.', import.meta.url)) } },
   test: {
     include: ['tests/e2e/**/*.spec.ts', 'tests/security/**/*.spec.ts'],
-    globalSetup: ['tests/e2e/support/build-once.ts'],
+    // The build, and one throwaway PostgreSQL cluster for the specs of several instances on one database.
+    globalSetup: ['tests/e2e/support/build-once.ts', 'tests/support/postgres-cluster.ts'],
     setupFiles: ['tests/e2e/support/csp-check.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,

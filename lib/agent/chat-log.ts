@@ -13,9 +13,12 @@ export interface ChatLog {
 }
 
 /**
- * Creates the log over a store. Appends of one session are serialised, so live readers see ids in
- * order; a reader subscribes before it reads the store and drops ids it has already yielded, so an
- * event written between the two is neither lost nor repeated.
+ * Creates the log over a store. Appends of one session are serialised in this process, and across
+ * processes by the store (PostgreSQL's row lock on the session), so ids follow commit order. A
+ * reader subscribes (and watches the store, where it can be shared) before it reads the store and
+ * drops ids it has already yielded, so an event written between the two is neither lost nor
+ * repeated; events another instance appended reach it when the store pokes, or when a local id
+ * skips theirs, and are read from the store by id.
  */
 export function createChatLog(store: ChatStore, clock: () => Date = () => new Date()): ChatLog {
   const listeners = new Map<string, Set<(event: ChatEvent) => void>>();
@@ -50,24 +53,37 @@ export function createChatLog(store: ChatStore, clock: () => Date = () => new Da
 
     async *events(sessionId, { afterId, signal }) {
       const queue: ChatEvent[] = [];
+      // True while the store may hold events this reader has not yielded: at the start, after a
+      // poke from the store's watch (another instance appended), and when a queued id skips one.
+      let stale = true;
       let wake: (() => void) | undefined;
       const onAbort = () => wake?.();
-      // 1. Subscribe first: anything appended from here on is queued.
+      // 1. Subscribe first: anything appended from here on is queued, or announced by the store.
       const unsubscribe = subscribe(sessionId, (event) => {
         queue.push(event);
+        wake?.();
+      });
+      const unwatch = store.watch?.(sessionId, () => {
+        stale = true;
         wake?.();
       });
       signal.addEventListener('abort', onAbort);
       try {
         let last = afterId;
-        // 2. Then what the store already holds.
-        for (const event of await store.after(sessionId, afterId)) {
-          if (signal.aborted) return;
-          yield event;
-          last = event.id;
-        }
-        // 3. Then live events, skipping any the store read already returned.
         while (!signal.aborted) {
+          // 2. What the store holds after the last id yielded: ids per session have no holes, so
+          // reading after `last` neither skips nor repeats one, whoever appended it.
+          if (stale) {
+            stale = false;
+            for (const event of await store.after(sessionId, last)) {
+              if (signal.aborted) return;
+              if (event.id <= last) continue;
+              yield event;
+              last = event.id;
+            }
+            continue;
+          }
+          // 3. Then live events of this process, skipping any the store read already returned.
           const event = queue.shift();
           if (event === undefined) {
             await new Promise<void>((resolve) => {
@@ -77,11 +93,17 @@ export function createChatLog(store: ChatStore, clock: () => Date = () => new Da
             continue;
           }
           if (event.id <= last) continue;
+          // Another instance appended the ids in between: the store has them (this one is committed).
+          if (event.id > last + 1) {
+            stale = true;
+            continue;
+          }
           yield event;
           last = event.id;
         }
       } finally {
         signal.removeEventListener('abort', onAbort);
+        unwatch?.();
         unsubscribe();
       }
     },

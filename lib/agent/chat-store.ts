@@ -20,6 +20,13 @@ export interface ChatStore {
   bindSecret(sessionId: string, secretHash: string): Promise<void>;
   /** The session whose secret hashes to `secretHash`, or `undefined`. */
   sessionOfSecret(secretHash: string): Promise<string | undefined>;
+  /**
+   * Where other processes append to the same store (PostgreSQL): calls `poke` whenever the
+   * session may have new events, whoever appended them, and after a lost notification connection
+   * is back; returns the stop. A poke carries no event: the reader reads `after` its last id.
+   * Absent where one process owns the store (SQLite, memory), whose log hears its own appends.
+   */
+  watch?(sessionId: string, poke: () => void): () => void;
 }
 
 /** The chat module's tables (the lead registers them in `lib/store.ts` as `chat: chatMigrations`). */

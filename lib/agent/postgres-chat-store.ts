@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { inTransaction } from '../../proxy/index';
 import type { Migration } from '../apply-migrations';
+import { listenPostgresChannel } from '../listen-postgres-channel';
 import type { ChatStore } from './chat-store';
 import type { ChatEventBody } from './types';
 
@@ -31,6 +32,19 @@ export const postgresChatMigrations: readonly Migration[] = [
   },
 ];
 
+/** The channel each append notifies, with `session id:event id` as the payload (never the event). */
+export const chatChannel = 'chat_events';
+
+/** Options of {@link createPostgresChatStore}. */
+export interface PostgresChatStoreOptions {
+  /** A listener connection that failed; the store reconnects and its watchers read again. */
+  readonly onError?: (error: unknown) => void;
+  /** The listener's state: `listening` once `LISTEN` is in place, `lost` when its connection died. */
+  readonly onListener?: (state: 'listening' | 'lost') => void;
+  /** Milliseconds before the listener's first reconnect, doubled per failure up to `max` (default 100 and 5000). */
+  readonly reconnect?: { readonly first: number; readonly max: number };
+}
+
 /**
  * The chat store on a pool whose owner has applied {@link postgresChatMigrations}. An append takes
  * the next id by an `UPDATE … RETURNING` on the session's row and inserts the event in the same
@@ -38,8 +52,23 @@ export const postgresChatMigrations: readonly Migration[] = [
  * session, through any number of instances, commit one at a time in id order: a reader never sees
  * an id before every smaller one has committed, and `after(id)` resumes without gaps
  * (docs/scale-out.md: ids follow commit order). Other sessions append meanwhile.
+ *
+ * Each append notifies {@link chatChannel} in its transaction, so the notification goes out at
+ * commit and only then. While any reader of this handle watches a session, one dedicated
+ * connection listens (`listenPostgresChannel`) and pokes the watchers of the session named; after
+ * it reconnects it pokes every watcher, which read by id what was committed meanwhile.
  */
-export function createPostgresChatStore(pool: pg.Pool): ChatStore {
+export function createPostgresChatStore(pool: pg.Pool, options: PostgresChatStoreOptions = {}): ChatStore {
+  const watchers = new Map<string, Set<() => void>>();
+  let stopListening: (() => void) | undefined;
+  const pokeAll = () => {
+    for (const set of watchers.values()) for (const poke of set) poke();
+  };
+  const onNotification = (payload: string) => {
+    // `session id:event id`; the session id is the text before the last colon.
+    const sessionId = payload.slice(0, Math.max(0, payload.lastIndexOf(':')));
+    for (const poke of watchers.get(sessionId) ?? []) poke();
+  };
   return {
     async createSession(sessionId, at) {
       await pool.query(
@@ -67,6 +96,8 @@ export function createPostgresChatStore(pool: pg.Pool): ChatStore {
             body.type,
             JSON.stringify(body),
           ]);
+          // Delivered at commit, and only if it commits: the payload names the row, never the event.
+          await client.query('SELECT pg_notify($1, $2)', [chatChannel, `${sessionId}:${id}`]);
           return { id, at, ...body };
         });
       } finally {
@@ -93,6 +124,31 @@ export function createPostgresChatStore(pool: pg.Pool): ChatStore {
         [secretHash],
       );
       return rows.rows[0]?.session_id;
+    },
+    watch(sessionId, poke) {
+      const set = watchers.get(sessionId) ?? new Set();
+      watchers.set(sessionId, set);
+      // A fresh function per watch, so one reader watching twice is two watchers.
+      const watcher = () => poke();
+      set.add(watcher);
+      stopListening ??= listenPostgresChannel(pool, {
+        channel: chatChannel,
+        onNotification,
+        onState(state) {
+          // Back after a loss (or first up): whatever was committed meanwhile is read by id.
+          if (state === 'listening') pokeAll();
+          options.onListener?.(state);
+        },
+        ...(options.onError === undefined ? {} : { onError: options.onError }),
+        ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
+      });
+      return () => {
+        set.delete(watcher);
+        if (set.size === 0) watchers.delete(sessionId);
+        if (watchers.size > 0) return;
+        stopListening?.();
+        stopListening = undefined;
+      };
     },
   };
 }

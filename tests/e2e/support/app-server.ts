@@ -17,6 +17,8 @@ export const root = fileURLToPath(new URL('../../..', import.meta.url));
 export interface AppServer {
   /** `http://localhost:<port>`: WebAuthn refuses IP addresses as RP ids. */
   readonly origin: string;
+  /** The loopback port it listens on (behind a relay or proxy, `origin` names another). */
+  readonly port: number;
   readonly dataDir: string;
   /** The enrollment codes the server printed at start, by role. */
   readonly codes: Readonly<Partial<Record<'child' | 'parent', string>>>;
@@ -55,14 +57,27 @@ const nextStart: AppLaunch = {
   args: (port) => ['node_modules/next/dist/bin/next', 'start', '--hostname', '127.0.0.1', '-p', String(port)],
 };
 
-/** Starts the built app; resolves once it printed both codes and answers HTTP. */
+/** How a second instance of one household starts (issue 28: several instances on one database). */
+export interface AppInstance {
+  /** The data folder to share (the household key file, the shop's), instead of a fresh one. */
+  readonly dataDir?: string;
+  /**
+   * Whether to wait for the enrollment codes before probing HTTP (default true). A second instance
+   * on a database whose codes are live prints none.
+   */
+  readonly codes?: boolean;
+}
+
+/** Starts the built app; resolves once it printed both codes (unless told not to wait) and answers HTTP. */
 export async function startAppServer(
   environment: Record<string, string> = {},
   launch: AppLaunch = nextStart,
+  instance: AppInstance = {},
 ): Promise<AppServer> {
   const port = await freePort();
   const origin = `http://localhost:${port}`;
-  const dataDir = mkdtempSync(join(tmpdir(), 'e2e-household-'));
+  const dataDir = instance.dataDir ?? mkdtempSync(join(tmpdir(), 'e2e-household-'));
+  const waitForCodes = instance.codes ?? true;
   let output = '';
   const child: ChildProcess = spawn(launch.command, launch.args(port), {
     cwd: root,
@@ -98,7 +113,7 @@ export async function startAppServer(
         if (role && code) codes[role as 'child' | 'parent'] = code;
       }
       // Ready means answering: a log line that happens to say "ready" proves nothing.
-      if (codes.child && codes.parent && !probing) {
+      if (((codes.child && codes.parent) || !waitForCodes) && !probing) {
         probing = true;
         untilHealthy(origin, child).then(resolve, reject);
       }
@@ -106,6 +121,10 @@ export async function startAppServer(
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
     child.once('exit', (code) => reject(new Error(`the app exited (${code}) before it was ready:\n${output}`)));
+    if (!waitForCodes) {
+      probing = true;
+      untilHealthy(origin, child).then(resolve, reject);
+    }
   });
   // After the start's own listener, which appends each chunk to the output first.
   child.stdout?.on('data', onOutput);
@@ -118,6 +137,7 @@ export async function startAppServer(
   };
   return {
     origin,
+    port,
     dataDir,
     codes,
     output: () => output,
