@@ -175,16 +175,15 @@ describe.each(Object.entries(implementations))('the %s chat store', (_name, kind
         done = true;
       });
       const seen: ChatEvent[] = [];
-      let reads = 0;
-      // Reads while the appends run, resuming from the last id seen, as the live log does after a reconnect.
+      // Reads while the appends run, resuming from the last id seen, as the live log does after a
+      // reconnect. (How many reads overlap the appends is the scheduler's: on a loaded machine the
+      // appends can all commit before the first read, so only the ids are asserted.)
       while (!done || seen.length < total) {
         const batch = await reader.after('s', seen.at(-1)?.id ?? 0);
-        reads += 1;
         seen.push(...batch);
         if (done && batch.length === 0) break;
       }
       await appends;
-      expect(reads).toBeGreaterThan(1);
       expect(seen.map((event) => event.id)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
     });
 
