@@ -14,6 +14,10 @@ import { createPostgresChatStore, postgresChatMigrations } from './agent/postgre
 import { createPostgresTurnLeaseStore, postgresTurnLeaseMigrations } from './agent/postgres-turn-leases';
 import type { AuditLog } from './audit/audit-log';
 import { createPostgresAuditLog, postgresAuditMigrations } from './audit/postgres-audit-log';
+import {
+  createPostgresCheckpointLeaseStore,
+  postgresCheckpointLeaseMigrations,
+} from './audit/postgres-checkpoint-lease';
 import { createPostgresCheckpointStore, postgresCheckpointMigrations } from './audit/postgres-checkpoint-store';
 import { createPostgresRequestLimitStore, postgresRequestLimitMigrations } from './limits/postgres-request-limits';
 import { createPostgresMockRailStore, postgresMockRailMigrations } from './payments/postgres-mock-rail-store';
@@ -56,6 +60,7 @@ export function postgresHouseholdMigrations(
     'turn-leases': postgresTurnLeaseMigrations,
     allowances: postgresAllowanceMigrations,
     'audit-checkpoints': postgresCheckpointMigrations,
+    'checkpoint-lease': postgresCheckpointLeaseMigrations,
   };
 }
 
@@ -102,6 +107,7 @@ export async function openPostgresHouseholdStore(options: PostgresHouseholdStore
     turnLeases: createPostgresTurnLeaseStore(opened),
     allowances: createPostgresAllowanceStore(opened),
     checkpoints: createPostgresCheckpointStore(opened),
+    checkpointLease: createPostgresCheckpointLeaseStore(opened),
     close: () => {
       void opened.end().catch(() => undefined);
     },
