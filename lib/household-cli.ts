@@ -1,11 +1,14 @@
 import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { issueEnrollmentCodes, type Role, roles, trustMerchant } from '../identity/index';
 import { runPinsCommand, signalRunningProxy } from '../proxy/index';
-import { readHouseholdEnv } from './env';
+import { auditCheckpointsFileName } from './audit/audit-checkpoints';
+import { type HouseholdEnv, readHouseholdEnv } from './env';
 import { householdPidTarget } from './hold-household-pid-file';
 import { migrateHouseholdStore } from './migrate-household-store';
-import { openIdentity } from './start-identity';
+import { moveHouseholdToPostgres } from './move-household-to-postgres';
+import { openIdentity, storeFileName } from './start-identity';
 import {
   describeHouseholdStore,
   type HouseholdStoreLocation,
@@ -21,6 +24,7 @@ const usage = `Usage: npm run household -- <command>
   show-did-document                    print the household admin's DID document
   status                               DIDs, enrolled roles, trusted merchants
   migrate                              apply the store's missing migrations, say what was applied, exit
+  move-to-postgres                     copy the data folder's SQLite household into the empty DATABASE_URL database
   pins list|diff|accept|reject ...     review the shop's held tool definitions (pins --help)
 
 Reads EXTENSIBLE_MCP_DATA (default ./.data), DATABASE_URL (the store on PostgreSQL; default the
@@ -51,6 +55,7 @@ export async function runHouseholdCli(argv: readonly string[], print: (line: str
   // The one place this process chooses its store: DATABASE_URL, else the data folder's SQLite file.
   const location = householdStoreLocation(env);
   if (command === 'migrate') return runMigrate(location, print);
+  if (command === 'move-to-postgres') return runMoveToPostgres(env, print);
   // Opening changes nothing but a first start's setup: only rotate-codes invalidates codes.
   const identity = await openIdentity(env, { store: await openHouseholdStore(location) });
   try {
@@ -122,6 +127,36 @@ async function runMigrate(location: HouseholdStoreLocation, print: (line: string
     );
   }
   return 0;
+}
+
+/**
+ * `npm run household -- move-to-postgres` (issue 28): the data folder's SQLite household into the
+ * empty database `DATABASE_URL` names, all or nothing, then one line per table. The app stays
+ * stopped while it runs; afterwards it starts with `DATABASE_URL` and the same data folder (the
+ * sealing key stays in its file).
+ */
+async function runMoveToPostgres(env: HouseholdEnv, print: (line: string) => void): Promise<number> {
+  if (env.databaseUrl === undefined) {
+    print('move-to-postgres needs DATABASE_URL: the empty PostgreSQL database to move the household into.');
+    return 2;
+  }
+  const target = { kind: 'postgres', url: env.databaseUrl } as const;
+  const source = { kind: 'sqlite', path: join(env.dataDir, storeFileName) } as const;
+  try {
+    const moved = await moveHouseholdToPostgres({
+      sqlitePath: source.path,
+      checkpointsPath: join(dirname(source.path), auditCheckpointsFileName),
+      url: env.databaseUrl,
+    });
+    print(`Moved the household from the ${describeHouseholdStore(source)} to the ${describeHouseholdStore(target)}`);
+    for (const { table, rows } of moved.tables) print(`  ${table}: ${rows} row${rows === 1 ? '' : 's'}`);
+    print(`  audit checkpoints: ${moved.checkpoints}`);
+    print('Start the app with DATABASE_URL set and this data folder (it keeps the sealing key).');
+    return 0;
+  } catch (error) {
+    print(`The household was not moved: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  }
 }
 
 const pinsUsage = `Usage: npm run household -- pins <command>

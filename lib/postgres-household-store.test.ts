@@ -64,6 +64,8 @@ describe.skipIf(!postgresAvailable)('the household store on PostgreSQL', () => {
       'audit_checkpoints',
       'audit_log',
       'turn_leases',
+      'allowances',
+      'allowance_holds',
       'schema_migrations',
     ]) {
       expect(migrated).toContain(table);

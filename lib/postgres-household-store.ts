@@ -12,13 +12,17 @@ import {
 } from '../proxy/index';
 import { createPostgresChatStore, postgresChatMigrations } from './agent/postgres-chat-store';
 import { createPostgresTurnLeaseStore, postgresTurnLeaseMigrations } from './agent/postgres-turn-leases';
-import { allowancesNotOnPostgres } from './allowances-not-on-postgres';
 import type { AuditLog } from './audit/audit-log';
 import { createPostgresAuditLog, postgresAuditMigrations } from './audit/postgres-audit-log';
+import {
+  createPostgresCheckpointLeaseStore,
+  postgresCheckpointLeaseMigrations,
+} from './audit/postgres-checkpoint-lease';
 import { createPostgresCheckpointStore, postgresCheckpointMigrations } from './audit/postgres-checkpoint-store';
 import { createPostgresRequestLimitStore, postgresRequestLimitMigrations } from './limits/postgres-request-limits';
 import { createPostgresMockRailStore, postgresMockRailMigrations } from './payments/postgres-mock-rail-store';
 import { createPostgresPaymentStore, postgresPaymentsMigrations } from './payments/postgres-payment-store';
+import { createPostgresAllowanceStore, postgresAllowanceMigrations } from './postgres-allowance-store';
 import { createPostgresCallApprovalStore, postgresCallApprovalMigrations } from './postgres-call-approval-store';
 import { createPostgresIdentityStore, postgresIdentityMigrations } from './postgres-identity-store';
 import { evidenceCapacity, type HouseholdStore } from './store';
@@ -54,7 +58,9 @@ export function postgresHouseholdMigrations(
     limits: postgresRequestLimitMigrations,
     'call-approvals': postgresCallApprovalMigrations,
     'turn-leases': postgresTurnLeaseMigrations,
+    allowances: postgresAllowanceMigrations,
     'audit-checkpoints': postgresCheckpointMigrations,
+    'checkpoint-lease': postgresCheckpointLeaseMigrations,
   };
 }
 
@@ -99,8 +105,9 @@ export async function openPostgresHouseholdStore(options: PostgresHouseholdStore
     pins: createPostgresPinStore(opened),
     callApprovals: createPostgresCallApprovalStore(opened),
     turnLeases: createPostgresTurnLeaseStore(opened),
-    allowances: allowancesNotOnPostgres(),
+    allowances: createPostgresAllowanceStore(opened),
     checkpoints: createPostgresCheckpointStore(opened),
+    checkpointLease: createPostgresCheckpointLeaseStore(opened),
     close: () => {
       void opened.end().catch(() => undefined);
     },

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -201,6 +202,8 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       audit,
       household: identity.household,
       store: store.checkpoints,
+      // One signer per checkpoint period however many instances share the chain: this one, while it holds the lease.
+      lease: { store: store.checkpointLease, owner: randomUUID() },
       inherited,
       witnesses,
       ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),

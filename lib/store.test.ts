@@ -148,6 +148,7 @@ describe('openHouseholdStore: the file', () => {
         'call-approvals',
         'turn-leases',
         'allowances',
+        'checkpoint-lease',
       ]),
     );
 

@@ -20,6 +20,11 @@ import { applyMigrations, type Migration } from './apply-migrations';
 import { auditCheckpointsFileName } from './audit/audit-checkpoints';
 import { type AuditLog, createSqliteAuditLog } from './audit/audit-log';
 import { auditMigrations } from './audit/audit-migrations';
+import {
+  type CheckpointLeaseStore,
+  checkpointLeaseMigrations,
+  createSqliteCheckpointLeaseStore,
+} from './audit/checkpoint-lease';
 import { type CheckpointStore, createFileCheckpointStore } from './audit/checkpoint-store';
 import { callApprovalMigrations } from './call-approval-migrations';
 import type { HouseholdEnv } from './env';
@@ -56,6 +61,8 @@ export const sqliteHouseholdMigrations: Readonly<Record<string, readonly Migrati
   'turn-leases': turnLeaseMigrations,
   // Standing allowances, their revocations and spent budgets (docs/human-authority.md).
   allowances: allowanceMigrations,
+  // Which instance signs the audit chain's checkpoints (docs/scale-out.md).
+  'checkpoint-lease': checkpointLeaseMigrations,
 };
 
 /** Most unexpired single-use evidence ids held at once; beyond it a call is refused, never evicting one. */
@@ -120,6 +127,8 @@ export interface HouseholdStore {
    * the shared table on PostgreSQL. The witness stays outside either.
    */
   readonly checkpoints: CheckpointStore;
+  /** Which instance signs the checkpoints: one signer per checkpoint period, however many instances (docs/scale-out.md). */
+  readonly checkpointLease: CheckpointLeaseStore;
   /** Standing allowances the parent signed, their revocations and spent budgets (docs/human-authority.md). */
   readonly allowances: AllowanceStore;
   /**
@@ -168,6 +177,7 @@ export function openSqliteHouseholdStore(options: { readonly path: string }): Ho
       turnLeases: createSqliteTurnLeaseStore(opened),
       checkpoints: createFileCheckpointStore(join(dirname(path), auditCheckpointsFileName)),
       allowances: createSqliteAllowanceStore(opened),
+      checkpointLease: createSqliteCheckpointLeaseStore(opened),
       close: () => {
         opened.close();
       },

@@ -161,7 +161,7 @@ export {
 } from './policy/index';
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { type AppliedMigration, applyMigrations, type Migration } from './store/apply-migrations';
-export { applyPostgresMigrations, inTransaction } from './store/apply-postgres-migrations';
+export { applyPostgresMigrations, inTransaction, migrationLockKey } from './store/apply-postgres-migrations';
 export { openPostgresPool, type PostgresPoolOptions } from './store/open-postgres-pool';
 export {
   createPostgresSpentLedger,

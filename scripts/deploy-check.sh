@@ -4,7 +4,8 @@
 #      venv under the git-ignored .tools/ when missing or another version, on every Dockerfile;
 #      any finding fails (hadolint's default threshold), so none is left unexplained;
 #   2. Debian's docker-compose (Compose v1, which needs no daemon for `config`), installed with
-#      apt when missing, validating the compose file alone and with the Stripe override.
+#      apt when missing, validating the compose file alone and with the Stripe override, and the
+#      PostgreSQL compose file (two app instances behind nginx).
 # The Compose Specification schema check (what Compose v2 reads) is tests/deploy/compose-files.test.ts.
 # Usage: bash scripts/deploy-check.sh
 set -euo pipefail
@@ -40,4 +41,5 @@ if docker-compose -f deploy/docker-compose.yml -f deploy/docker-compose.stripe.y
   echo "deploy-check: the Stripe override started without STRIPE_SECRET_KEY" >&2
   exit 1
 fi
-echo "deploy-check: docker-compose config accepts deploy/docker-compose.yml and the Stripe override"
+docker-compose -f deploy/docker-compose.postgres.yml config --quiet
+echo "deploy-check: docker-compose config accepts deploy/docker-compose.yml, the Stripe override and deploy/docker-compose.postgres.yml"

@@ -1,6 +1,7 @@
 import type { AuditCheckpointClaims, Household } from '../../identity/index';
 import type { AuditHead, AuditLog } from './audit-log';
 import { checkAuditRow } from './check-audit-row';
+import type { CheckpointLeaseStore } from './checkpoint-lease';
 import { type AuditCheckpoint, type CheckpointStore, createFileCheckpointStore } from './checkpoint-store';
 import { genesisHash } from './hash-audit-row';
 import { type CheckpointVerifier, createCheckpointVerifier } from './verify-checkpoint';
@@ -13,6 +14,9 @@ export const auditCheckpointsFileName = 'audit-checkpoints.jsonl';
 
 /** Rows between two checkpoints when no other number is configured. */
 export const defaultCheckpointEvery = 100;
+
+/** How long a checkpoint lease lasts when no other time is configured; each checkpoint asked for renews it. */
+export const defaultCheckpointLeaseMs = 30_000;
 
 /** Kind of an {@link AuditCheckpointReport}: what the checkpointer has to say in words. */
 export type AuditCheckpointReportKind =
@@ -54,6 +58,13 @@ export interface AuditCheckpointsOptions {
    * process that wrote them: no checkpoint of this process vouches for them.
    */
   readonly inherited?: AuditHead;
+  /**
+   * The household's checkpoint lease, when several instances share the chain (SPEC §11): this
+   * process signs a checkpoint only while it holds the lease, which each checkpoint asked for
+   * takes or renews (default {@link defaultCheckpointLeaseMs}), and `close` releases. Without it,
+   * this process signs every checkpoint.
+   */
+  readonly lease?: { readonly store: CheckpointLeaseStore; readonly owner: string; readonly ttlMs?: number };
   /** Every checkpoint is submitted to each (SPEC §8); their latest is checked at start. */
   readonly witnesses?: readonly Witness[];
   /**
@@ -140,6 +151,8 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
   let lastSigned: number | undefined;
   let refusal: CheckpointRefusal | undefined;
   let closed = false;
+  /** Whether this process held the lease at its last claim. */
+  let holding = false;
   const unreachable = new Set<string>();
 
   const refuse = (rowId: number, reason: string): void => {
@@ -289,14 +302,52 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     });
   };
 
+  /**
+   * Whether this process may sign now: always without a lease; with one, when it took or renewed
+   * it. When another instance signed since this one last did, what this process verified is stale:
+   * it is dropped, so the caller verifies again from the newest stored checkpoint before it signs.
+   */
+  const maySign = async (): Promise<boolean> => {
+    const { lease } = options;
+    if (lease === undefined) return true;
+    try {
+      holding = await lease.store.claim({
+        owner: lease.owner,
+        now: now().getTime(),
+        ttlMs: lease.ttlMs ?? defaultCheckpointLeaseMs,
+      });
+      if (!holding) return false;
+      const newest: unknown = await store.newest();
+      const newestRow =
+        typeof newest === 'object' && newest !== null && 'rowId' in newest
+          ? (newest as { rowId: unknown }).rowId
+          : undefined;
+      if (newestRow !== lastSigned) established = undefined;
+      return true;
+    } catch (error) {
+      holding = false;
+      options.onError?.(new Error('the audit checkpoint lease could not be taken', { cause: error }));
+      return false;
+    }
+  };
+
   const sign = async (requested: AuditHead): Promise<AuditCheckpoint | undefined> => {
-    established ??= establish().catch((error: unknown) => {
-      refuse(
-        0,
-        `the previous checkpoint could not be read (${error instanceof Error ? error.message : String(error)})`,
-      );
-    });
-    await established;
+    // Every instance verifies the chain from the newest checkpoint at its first request (its start),
+    // and says what it found, whether or not it holds the lease; only the holder signs.
+    const establishOnce = async () => {
+      established ??= establish().catch((error: unknown) => {
+        refuse(
+          0,
+          `the previous checkpoint could not be read (${error instanceof Error ? error.message : String(error)})`,
+        );
+      });
+      await established;
+    };
+    await establishOnce();
+    if (refusal !== undefined) return undefined;
+    if (!(await maySign())) return undefined;
+    // Another instance signed since: verify again from its newest checkpoint.
+    await establishOnce();
     if (refusal !== undefined || verified === undefined) return undefined;
     // A head inside an unvouched tail is never signed: the checkpoint covers the report of it too.
     const head = requested.rowId < floor ? await audit.head() : requested;
@@ -359,6 +410,13 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
         await request();
       }
       await queue;
+      const { lease } = options;
+      if (lease !== undefined && holding) {
+        holding = false;
+        await lease.store.release(lease.owner).catch((error: unknown) => {
+          options.onError?.(new Error('the audit checkpoint lease could not be released', { cause: error }));
+        });
+      }
       await witnessing;
     },
   };

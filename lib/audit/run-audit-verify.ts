@@ -1,9 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { type HouseholdEnv, readHouseholdEnv } from '../env';
 import { type OpenIdentity, openIdentity, storeFileName } from '../start-identity';
-import { openHouseholdStore } from '../store';
+import {
+  describeHouseholdStore,
+  type HouseholdStoreLocation,
+  householdStoreLocation,
+  openHouseholdStore,
+} from '../store';
 import { auditCheckpointsFileName } from './audit-checkpoints';
 import { createShopWitness, shopWitnessEndpoint } from './shop-witness';
 import { verifyAuditChain } from './verify-audit-chain';
@@ -23,11 +29,14 @@ household admin signed. Exit 0 when it verifies, 1 when it is broken or cannot b
 A rollback of the table and the checkpoints file together is reported against the witness, with the
 last row the witness vouches for.
 
-Reads EXTENSIBLE_MCP_DATA (default ./.data; --data wins), EXTENSIBLE_MCP_ORIGIN (default
-http://localhost:3000), PIZZA_URL and PIZZA_WITNESS_URL.`;
+With DATABASE_URL (postgres://…) it verifies the chain in that database's audit_log table against
+the checkpoints in its audit_checkpoints table, whichever instances wrote them.
+
+Reads EXTENSIBLE_MCP_DATA (default ./.data; --data wins), DATABASE_URL, EXTENSIBLE_MCP_ORIGIN
+(default http://localhost:3000), PIZZA_URL and PIZZA_WITNESS_URL.`;
 
 /**
- * `npm run audit:verify` (SPEC §8): verifies the data folder's audit chain against the admin's
+ * `npm run audit:verify` (SPEC §8): verifies the household's audit chain (the data folder's file, or the `DATABASE_URL` database's table) against the admin's
  * pinned key — and, with `--witness`, against what each witness holds — and prints one line:
  * `audit chain verified: …` or `audit chain broken at row R: …`. Returns the exit code: 0 verified,
  * 1 broken or unreadable, 2 bad usage.
@@ -53,14 +62,19 @@ export async function runAuditVerify(argv: readonly string[], print: (line: stri
   }
   const base = readHouseholdEnv();
   const env = values.data === undefined ? base : { ...base, dataDir: resolve(values.data) };
+  const location = householdStoreLocation(env);
   const databasePath = join(env.dataDir, storeFileName);
-  // Opening the store would create an empty household: a missing file is an error, not an empty chain.
-  if (!existsSync(databasePath)) {
+  // Opening the store would create an empty household: a missing household is an error, not an empty chain.
+  if (location.kind === 'sqlite' && !existsSync(databasePath)) {
     print(`no household database in ${env.dataDir}: nothing to verify`);
     return 1;
   }
+  if (location.kind === 'postgres' && !(await postgresHasHousehold(location.url))) {
+    print(`no household in the ${describeHouseholdStore(location)}: nothing to verify`);
+    return 1;
+  }
   // The admin's key, as the household pinned it (the same document /.well-known/did.json serves).
-  const identity = await openIdentity(env, { store: await openHouseholdStore({ kind: 'sqlite', path: databasePath }) });
+  const identity = await openIdentity(env, { store: await openHouseholdStore(location) });
   const { adminDid, adminJwk } = identity.household;
   let witnesses: Witness[];
   try {
@@ -72,8 +86,10 @@ export async function runAuditVerify(argv: readonly string[], print: (line: stri
   }
   try {
     const verdict = await verifyAuditChain({
-      databasePath,
-      checkpointsPath: join(env.dataDir, auditCheckpointsFileName),
+      // On PostgreSQL the chain and the checkpoints are the database's tables, read through the store.
+      ...(location.kind === 'postgres'
+        ? { audit: identity.store.audit, checkpoints: identity.store.checkpoints }
+        : { databasePath, checkpointsPath: join(env.dataDir, auditCheckpointsFileName) }),
       adminDid,
       adminJwk,
       ...(values.witness === undefined ? {} : { witnesses }),
@@ -98,6 +114,24 @@ export async function runAuditVerify(argv: readonly string[], print: (line: stri
   } finally {
     await Promise.all(witnesses.map((witness) => witness.close()));
     identity.close();
+  }
+}
+
+/** Whether the PostgreSQL database holds a household (its identity table and household record): read only. */
+async function postgresHasHousehold(
+  url: Extract<HouseholdStoreLocation, { kind: 'postgres' }>['url'],
+): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const table = await client.query<{ present: boolean }>(
+      "SELECT to_regclass('public.identity_records') IS NOT NULL AS present",
+    );
+    if (table.rows[0]?.present !== true) return false;
+    const record = await client.query("SELECT 1 FROM identity_records WHERE kind = 'household' AND id = 'household'");
+    return record.rowCount === 1;
+  } finally {
+    await client.end();
   }
 }
 

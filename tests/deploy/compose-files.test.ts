@@ -10,7 +10,11 @@ import { parse } from 'yaml';
 // use only the fields deploy/README.md lists as accepted by Compose v1 as well (CI runs v1's
 // `docker-compose config` on them), and have the deploy's security shape.
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const composeFiles = ['deploy/docker-compose.yml', 'deploy/docker-compose.stripe.yml'];
+const composeFiles = [
+  'deploy/docker-compose.yml',
+  'deploy/docker-compose.stripe.yml',
+  'deploy/docker-compose.postgres.yml',
+];
 
 /**
  * The Compose Specification schema, vendored byte for byte from the npm package
@@ -155,5 +159,42 @@ describe('the compose files', () => {
     const compose = load('deploy/docker-compose.stripe.yml') as { services: Record<string, Service> };
     expect(Object.keys(compose.services)).toEqual(['app']);
     expect(compose.services.app?.environment?.STRIPE_SECRET_KEY).toMatch(/^\$\{STRIPE_SECRET_KEY:\?/);
+  });
+
+  it('the PostgreSQL file: two app instances on one database over its socket, one published port, no password anywhere', () => {
+    const compose = load('deploy/docker-compose.postgres.yml') as unknown as {
+      services: Record<string, Service & { command?: string[]; network_mode?: string; image?: string }>;
+    };
+    const { postgres, proxy, shop } = compose.services;
+    const apps = [compose.services['app-a'], compose.services['app-b']] as Service[];
+    // The database: no TCP listener, no network, its socket a volume; healthy before any app starts.
+    expect(postgres?.command).toEqual(['postgres', '-c', 'listen_addresses=']);
+    expect(postgres?.network_mode).toBe('none');
+    expect(postgres?.ports).toBeUndefined();
+    expect(postgres?.volumes).toContain('postgres-socket:/var/run/postgresql');
+    expect(compose.services['app-a']?.depends_on).toEqual({ postgres: { condition: 'service_healthy' } });
+    // The second instance starts once the first made the household and its sealing key.
+    expect(compose.services['app-b']?.depends_on).toEqual({ 'app-a': { condition: 'service_healthy' } });
+    for (const app of apps) {
+      const url = new URL(app.environment?.DATABASE_URL ?? '');
+      expect(url.searchParams.get('host')).toBe('/var/run/postgresql');
+      expect(url.password).toBe('');
+      expect(app.volumes).toEqual(
+        expect.arrayContaining(['household-key:/data', 'postgres-socket:/var/run/postgresql']),
+      );
+      expect(app.ports).toBeUndefined();
+      expect(app.networks).not.toContain('web');
+      expect(app.healthcheck?.test).toEqual(['CMD', 'bash', 'deploy/steps.sh', 'healthcheck-app']);
+    }
+    // One published port, on loopback, in front of both instances; the shop stays internal.
+    expect(proxy?.ports).toEqual(['127.0.0.1:3000:3000']);
+    const published = Object.entries(compose.services).filter(([, service]) => service.ports !== undefined);
+    expect(published.map(([name]) => name)).toEqual(['proxy']);
+    expect(shop?.networks).toEqual(['shop']);
+    const nginx = readFileSync(join(root, 'deploy/nginx-postgres.conf'), 'utf8');
+    expect(nginx).toContain('server app-a:3000;');
+    expect(nginx).toContain('server app-b:3000;');
+    expect(nginx).toContain('proxy_set_header Host $http_host;');
+    expect(nginx).not.toMatch(/ip_hash|sticky|hash /);
   });
 });

@@ -1,19 +1,20 @@
 /**
  * The household's store implementations the contract suites run over (issue 28): each gives a
  * fresh location and opens independent handles on it (a SQLite connection on one file, a `pg`
- * pool on one database), with identity's, the limits' and the call approvals' stores. PostgreSQL is there only when
+ * pool on one database), with identity's, the limits', the call approvals' and the allowances' stores. PostgreSQL is there only when
  * this run has a cluster (`postgres.ts`).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { CallApprovalStore, IdentityStore } from '../../identity/index';
+import type { AllowanceStore, CallApprovalStore, IdentityStore } from '../../identity/index';
 import {
   createPostgresRequestLimitStore,
   postgresRequestLimitMigrations,
 } from '../../lib/limits/postgres-request-limits';
 import type { RequestLimitStore } from '../../lib/limits/request-limits';
+import { createPostgresAllowanceStore, postgresAllowanceMigrations } from '../../lib/postgres-allowance-store';
 import {
   createPostgresCallApprovalStore,
   postgresCallApprovalMigrations,
@@ -28,6 +29,7 @@ export interface HouseholdStoreHandle {
   readonly identity: IdentityStore;
   readonly limits: RequestLimitStore;
   readonly callApprovals: CallApprovalStore;
+  readonly allowances: AllowanceStore;
   close(): Promise<void>;
 }
 
@@ -68,6 +70,7 @@ export function householdStoreOpeners(): {
         identity: store.identity,
         limits: store.limits,
         callApprovals: store.callApprovals,
+        allowances: store.allowances,
         close: async () => store.close(),
       };
     }),
@@ -99,6 +102,7 @@ export function householdStoreOpeners(): {
           identity: postgresIdentityMigrations,
           limits: postgresRequestLimitMigrations,
           'call-approvals': postgresCallApprovalMigrations,
+          allowances: postgresAllowanceMigrations,
         },
         what: 'household store',
       });
@@ -106,6 +110,7 @@ export function householdStoreOpeners(): {
         identity: createPostgresIdentityStore(pool),
         limits: createPostgresRequestLimitStore(pool),
         callApprovals: createPostgresCallApprovalStore(pool),
+        allowances: createPostgresAllowanceStore(pool),
         close: () => pool.end(),
       };
     }),
