@@ -9,9 +9,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // Vitest's default leaves one core idle on a 2-core machine; most files wait on child
-    // processes and sockets, so two at once roughly halve the run.
-    maxWorkers: 2,
+    // One file at a time on a 2-core machine (Vitest's default there). Two at once halved the run
+    // (unit 935 s against about 1 600 s) but starved the process-spawning tests of CPU: a CLI's
+    // first search came back empty and a takeover on PostgreSQL outran its 180 s. Tests never
+    // depend on wall-clock speed, but these wait on real children, so two workers wait for
+    // fixes that make them robust to a starved machine (docs/scale-out.md, next).
     // One throwaway PostgreSQL cluster per run; each test file that needs it makes its own database.
     globalSetup: ['tests/support/postgres-cluster.ts'],
   },
