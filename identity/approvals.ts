@@ -121,11 +121,6 @@ export interface Approvals {
   settle(input: { readonly approvalId: string; readonly receipt: string }): Promise<DecisionOutcome>;
   /** Verifies the merchant's commitment against the settled request and completes the chain. */
   recordFulfillment(commitment: string): Promise<DecisionOutcome>;
-  /**
-   * A decision on `approvalId` may have been recorded by another instance (its audit row arrived):
-   * the waiters of this process read the store again now instead of at their next poll.
-   */
-  poke(approvalId: string): void;
 }
 
 /** Highest total that needs only the child; above it the parent too (SPEC §5.4). */
@@ -299,8 +294,6 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
       const record = await current(found.approvalId);
       return record && requested(record);
     },
-
-    poke: notify,
 
     async wait({ approvalId, timeoutMs, signal }) {
       // The long-poll deadline is elapsed time (monotonic); expiry is the household clock's.

@@ -94,11 +94,6 @@ export interface CallApprovals {
     readonly timeoutMs: number;
     readonly signal?: AbortSignal;
   }): Promise<CallWaitOutcome>;
-  /**
-   * A decision on `requestId` may have been recorded by another instance (its audit row arrived):
-   * the waiters of this process read the store again now instead of at their next poll.
-   */
-  poke(requestId: string): void;
 }
 
 /**
@@ -303,7 +298,6 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
 
   return {
     gate,
-    poke: notify,
 
     async get(requestId) {
       const record = await current(requestId);

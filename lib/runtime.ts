@@ -76,8 +76,6 @@ export interface RuntimeOptions {
   readonly shopRetryMs?: { readonly first: number; readonly max: number };
   /** Subscribed before anything starts, so it sees the start's own events too. */
   readonly onEvent?: HouseholdEventSink;
-  /** How often a waiting approval re-reads the store besides the audit rows' relay (default 1 s). */
-  readonly approvalPollMs?: number;
   /** Rows between two signed audit checkpoints (the checkpointer's default otherwise). */
   readonly auditCheckpointEvery?: number;
   /**
@@ -167,7 +165,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       store,
       clock,
       events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
-      ...(options.approvalPollMs === undefined ? {} : { approvalPollMs: options.approvalPollMs }),
     });
   } catch (error) {
     failed(new Error('the household did not start, so its events have no audit table', { cause: error }));
@@ -176,7 +173,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   const { store } = identity;
   let gateway: Gateway | undefined;
   let checkpoints: AuditCheckpoints | undefined;
-  let stopRelay: (() => void) | undefined;
   const witnesses = options.witnesses ?? defaultWitnesses(env, identity, options.shop === undefined, logger);
   try {
     // The chain as earlier processes left it: rows after their last checkpoint up to here are theirs, unsigned.
@@ -184,17 +180,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     const inherited = await audit.head();
     opened(audit);
     await events.flush();
-    // A decision another instance records reaches this one as its audit row (docs/scale-out.md):
-    // the approvals waiting here on that request read the store again at once.
-    stopRelay = audit.subscribe(
-      (entry) => {
-        const { approvalId } = entry.event;
-        if (approvalId === undefined) return;
-        identity.approvals.poke(approvalId);
-        identity.callApprovals.poke(approvalId);
-      },
-      { after: inherited.rowId },
-    );
     // The admin signs the chain's head now, every N rows, and at close (SPEC §8) — each only over a
     // chain verified from the previous checkpoint (the store's or a witness's) — and hands each to
     // the witnesses; on the system clock, not the household's test clock, as the events' own times are.
@@ -364,7 +349,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
         return merchant;
       },
       async close() {
-        stopRelay?.();
         await retry?.stop();
         await running.close();
         // After the gateway's last events are in the chain, so the shutdown checkpoint covers them.
@@ -377,7 +361,6 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       },
     };
   } catch (error) {
-    stopRelay?.();
     await gateway?.close();
     await checkpoints?.close();
     await Promise.all(witnesses.map((witness) => witness.close()));

@@ -49,11 +49,6 @@ export interface IdentityOptions {
   readonly store: HouseholdStore;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
-  /**
-   * How often a waiting approval re-reads the store for another instance's decision (default 1 s):
-   * the fallback beside the audit rows' relay, which wakes it at once (`Approvals.poke`).
-   */
-  readonly approvalPollMs?: number;
 }
 
 export { storeFileName } from './store';
@@ -82,16 +77,7 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       rpId: env.rpId,
       clock,
     });
-    const polling = options.approvalPollMs === undefined ? {} : { pollIntervalMs: options.approvalPollMs };
-    const approvals = createApprovals({
-      household,
-      origin: env.origin,
-      rpId: env.rpId,
-      allowances,
-      events,
-      clock,
-      ...polling,
-    });
+    const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, allowances, events, clock });
     const callApprovals = createCallApprovals({
       household,
       store: store.callApprovals,
@@ -99,7 +85,6 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       rpId: env.rpId,
       clock,
       events,
-      ...polling,
       describe: async (tool) =>
         tool === 'pizza__cancel_order'
           ? { action: 'cancel an order', at: (await store.identity.merchants.list())[0]?.name ?? 'the shop' }
