@@ -1,6 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { inTransaction } from '../../proxy/index';
 import type { Migration } from '../apply-migrations';
+import { listenPostgresChannel } from '../listen-postgres-channel';
 import { createAuditFeed } from './audit-feed';
 import type { AuditEntry, AuditHead, AuditLog } from './audit-log';
 import { AuditQuerySchema, appendableEvent, auditFilterColumns, maxAuditLimit, toAuditEntry } from './audit-rows';
@@ -136,7 +137,18 @@ export function createPostgresAuditLog(pool: pg.Pool, options: PostgresAuditLogO
     rows: readRows,
     head,
     onActive(active) {
-      if (active) stopListening = listen(pool, options, () => feed.poke());
+      if (active)
+        stopListening = listenPostgresChannel(pool, {
+          channel: auditChannel,
+          onNotification: () => feed.poke(),
+          onState(state) {
+            // Rows committed while nobody listened are read now, by id.
+            if (state === 'listening') feed.poke();
+            options.onListener?.(state);
+          },
+          ...(options.onError === undefined ? {} : { onError: options.onError }),
+          ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
+        });
       else {
         stopListening?.();
         stopListening = undefined;
@@ -184,76 +196,5 @@ export function createPostgresAuditLog(pool: pg.Pool, options: PostgresAuditLogO
     head,
     rows: readRows,
     subscribe: (listener, subscription = {}) => feed.subscribe(listener, subscription.after),
-  };
-}
-
-/**
- * Keeps one connection (its own, with the pool's settings) listening on {@link auditChannel} and
- * calls `poke` on each notification and after each (re)connect; returns the stop. A dead
- * connection is ended and replaced after a backoff.
- */
-function listen(pool: pg.Pool, options: PostgresAuditLogOptions, poke: () => void): () => void {
-  const first = options.reconnect?.first ?? 100;
-  const max = options.reconnect?.max ?? 5000;
-  let delay = first;
-  let stopped = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  /** Ends the connection listening now, if any. */
-  let current: (() => void) | undefined;
-
-  const retry = () => {
-    if (stopped) return;
-    timer = setTimeout(() => void connect(), delay);
-    timer.unref();
-    delay = Math.min(delay * 2, max);
-  };
-
-  const connect = async (): Promise<void> => {
-    // A connection of its own, with the pool's settings: never one a query could be handed.
-    const client = new pg.Client(pool.options);
-    try {
-      await client.connect();
-    } catch (error) {
-      options.onError?.(error);
-      await client.end().catch(() => undefined);
-      return retry();
-    }
-    if (stopped) return void client.end().catch(() => undefined);
-    let lost = false;
-    const onLost = (error?: unknown) => {
-      if (lost) return;
-      lost = true;
-      if (error !== undefined) options.onError?.(error);
-      client.removeListener('notification', onNotification);
-      current = undefined;
-      void client.end().catch(() => undefined);
-      if (stopped) return;
-      options.onListener?.('lost');
-      retry();
-    };
-    const onNotification = (message: pg.Notification) => {
-      if (message.channel === auditChannel) poke();
-    };
-    client.on('error', onLost);
-    client.on('end', () => onLost(new Error('the audit listener connection ended')));
-    client.on('notification', onNotification);
-    try {
-      await client.query(`LISTEN ${auditChannel}`);
-    } catch (error) {
-      return onLost(error);
-    }
-    if (stopped) return onLost();
-    current = () => onLost();
-    delay = first;
-    // Rows committed while nobody listened are read now, by id.
-    poke();
-    options.onListener?.('listening');
-  };
-
-  void connect();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-    current?.();
   };
 }

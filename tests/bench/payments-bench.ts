@@ -384,7 +384,7 @@ async function wholeOrder(orders: number): Promise<Latency> {
  * HTTP (a stdio shop would be each instance's own), which ships on the settlement DID the first
  * instance publishes, as in the compose deployment.
  */
-export async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): Promise<Latency> {
+async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): Promise<Latency> {
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-two-instances-'));
   const settlementDidFile = join(dataDir, 'settlement-did');
   const port = await freePort();
