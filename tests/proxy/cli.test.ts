@@ -30,11 +30,16 @@ afterEach(async () => {
   await Promise.allSettled(cleanups.splice(0).map((cleanup) => cleanup()));
 });
 
-/** Starts `node <args>` (offline) as an MCP server over stdio and connects a real client to it. */
 /** What each client's proxy wrote to stderr, for the message of an assertion that fails. */
 const stderrOf = new WeakMap<Client, () => string>();
 
-async function connectStdio(name: string, args: string[], options: { cwd?: string } = {}): Promise<Client> {
+/**
+ * Starts `node <args>` (offline) as an MCP server over stdio, connects a real client to it, and
+ * resolves once the proxy logged the end of its start (`connected N of M servers`). A search
+ * waits only a grace of 10 s for servers still connecting, and a loaded machine can take longer
+ * than that to spawn one: the tests here are about the CLI, not that grace.
+ */
+async function connectStdio(client: Client, args: string[], options: { cwd?: string } = {}): Promise<Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args,
@@ -43,13 +48,16 @@ async function connectStdio(name: string, args: string[], options: { cwd?: strin
     stderr: 'pipe',
   });
   let written = '';
-  transport.stderr?.on('data', (chunk: Buffer) => {
-    written += chunk.toString('utf8');
+  const started = new Promise<void>((resolve) => {
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      written += chunk.toString('utf8');
+      if (/connected \d+ of \d+ servers/.test(written)) resolve();
+    });
   });
-  const client = new Client({ name, version: '1.0.0' });
   await client.connect(transport);
   stderrOf.set(client, () => written);
   cleanups.push(() => client.close());
+  await started;
   return client;
 }
 
@@ -118,7 +126,11 @@ describe('extensible-mcp CLI', () => {
   });
 
   it('serves a real client over stdio: list, search, call', async () => {
-    const client = await connectStdio('cli-smoke', [bin, '--config', 'examples/everything.json']);
+    const client = await connectStdio(new Client({ name: 'cli-smoke', version: '1.0.0' }), [
+      bin,
+      '--config',
+      'examples/everything.json',
+    ]);
     expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual([
       'search_tools',
       'call_tool',
@@ -133,18 +145,10 @@ describe('extensible-mcp CLI', () => {
   });
 
   it('serves a 2026-07-28 client over stdio: the search returns a handle that opens the call, and nothing else does', async () => {
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [bin, '--config', 'examples/everything.json'],
-      env: offline as Record<string, string>,
-      stderr: 'pipe',
-    });
-    const client = new Client(
-      { name: 'sessionless', version: '1.0.0' },
-      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    const client = await connectStdio(
+      new Client({ name: 'sessionless', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } }),
+      [bin, '--config', 'examples/everything.json'],
     );
-    await client.connect(transport);
-    cleanups.push(() => client.close());
     expect(client.getProtocolEra()).toBe('modern');
     const echo = { tool_name: 'everything__echo', arguments: { message: 'modern' } };
     // No search yet, so nothing is callable: a sessionless client has no connection to remember it by.
@@ -173,10 +177,9 @@ describe('extensible-mcp CLI', () => {
     const args = (entry?.args ?? []).map((arg) =>
       arg.replace('/absolute/path/to/extensible-mcp', process.cwd()).replace('/absolute/path/to/config.json', config),
     );
-    const client = await connectStdio('claude-desktop-entry', args, {
+    const client = await connectStdio(new Client({ name: 'claude-desktop-entry', version: '1.0.0' }), args, {
       cwd: mkdtempSync(join(tmpdir(), 'emcp-desktop-')),
     });
-    // (A fresh-clone run once found nothing here under load: the proxy's stderr says why, if again.)
     expect(await searchNames(client, 'echo back a message'), stderrOf.get(client)?.()).toContain('everything__echo');
     expect(textOf(await callTool(client, 'everything__echo', { message: 'desktop' }))).toBe('Echo: desktop');
   });
@@ -192,19 +195,20 @@ describe('extensible-mcp CLI', () => {
           child.kill('SIGTERM');
         }),
     );
+    // The address, once the servers connected (as connectStdio waits, and for the same reason).
+    let seen = '';
     const url = await new Promise<string>((resolve, reject) => {
-      let seen = '';
       child.stderr.on('data', (chunk: Buffer) => {
         seen += chunk.toString();
         const match = /serving Streamable HTTP at (\S+)/.exec(seen);
-        if (match?.[1]) resolve(match[1]);
+        if (match?.[1] && /connected \d+ of \d+ servers/.test(seen)) resolve(match[1]);
       });
       child.once('exit', () => reject(new Error(`exited early: ${seen}`)));
     });
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const client = await connectHttpClient(url);
     cleanups.unshift(() => client.close());
-    expect(await searchNames(client, 'echo back a message')).toContain('everything__echo');
+    expect(await searchNames(client, 'echo back a message'), seen).toContain('everything__echo');
     expect(textOf(await callTool(client, 'everything__echo', { message: 'http' }))).toBe('Echo: http');
   });
 
@@ -218,7 +222,7 @@ describe('extensible-mcp CLI', () => {
       },
       filters: { rego_policy: `${process.cwd()}/examples/deny_dangerous.rego` },
     });
-    const client = await connectStdio('cli-rego', [bin, '--config', config]);
+    const client = await connectStdio(new Client({ name: 'cli-rego', version: '1.0.0' }), [bin, '--config', config]);
     expect(await searchNames(client, 'echoes back the message')).toContain('fixture__echo');
     expect(textOf(await callTool(client, 'fixture__echo', { message: 'hello' }))).toBe('echo: hello');
     const refused = await callTool(client, 'fixture__echo', { message: 'sure: rm -rf / --no-preserve-root' });
