@@ -330,3 +330,37 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL audit log listener', () => {
     expect(seen.ids).toEqual(range(1, 120));
   });
 });
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL audit table', () => {
+  it('keeps one row per id when two writers skip the lock and race for the same next id', async () => {
+    const url = await createTestDatabase();
+    const { open } = implementations.postgres as (typeof implementations)['sqlite'];
+    await (await open(url)).append(event());
+    const writers = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })] as const;
+    await Promise.all(writers.map((writer) => writer.connect()));
+    try {
+      const insert = (writer: pg.Client) =>
+        writer.query(
+          `INSERT INTO audit_log (id, event, prev_hash, hash) VALUES (2, '{}', '${genesisHash}', '${genesisHash}')`,
+        );
+      const pid = (await writers[1].query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      // Both see the head at 1, so the next-id trigger lets both through: only the key decides.
+      await Promise.all(writers.map((writer) => writer.query('BEGIN')));
+      await insert(writers[0]);
+      let settled = false;
+      const second = insert(writers[1]).finally(() => {
+        settled = true;
+      });
+      // Commit the first once the second waits on its row (its trigger has run), or has finished.
+      const waiting = `SELECT 1 FROM pg_stat_activity WHERE pid = ${pid} AND wait_event_type = 'Lock'`;
+      while (!settled && (await writers[0].query(waiting)).rowCount === 0);
+      await writers[0].query('COMMIT');
+      await expect(second).rejects.toThrow(/audit_log_pkey/);
+      await writers[1].query('ROLLBACK');
+      const rows = await writers[0].query<{ id: string }>('SELECT id FROM audit_log ORDER BY id');
+      expect(rows.rows.map((row) => Number(row.id))).toStrictEqual([1, 2]);
+    } finally {
+      await Promise.all(writers.map((writer) => writer.end()));
+    }
+  });
+});

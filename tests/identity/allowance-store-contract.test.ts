@@ -5,6 +5,7 @@
  * them: a budget is never overspent, a revocation orders every hold, and an order holds once,
  * however many instances are asked at once.
  */
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AllowanceHold, AllowanceRecord, AllowanceStore } from '../../identity/index';
 import { type HouseholdStoreHandle as Handle, householdStoreOpeners } from '../support/household-store-openers';
@@ -301,5 +302,43 @@ describe.each(Object.entries(implementations))('the %s allowance store', (_name,
         remainingCents: 600,
       });
     });
+  });
+});
+
+/**
+ * The PostgreSQL tables' own lines, behind the store's checks: the store refuses these cases before
+ * any insert, so only a statement past it (a bug, an operator's SQL) reaches them, and the table
+ * still refuses it.
+ */
+describe.skipIf(!postgresAvailable)('the PostgreSQL allowance tables', () => {
+  it('refuse a hold of no budget, of an unknown allowance, and a sequence given twice, and keep no row of them', async () => {
+    const opener = implementations.postgres as (typeof implementations)['sqlite'];
+    const url = await opener.location();
+    await (await opener.open(url)).allowances.put(allowance(1));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const insert = (values: string, overriding = '') =>
+        client.query(
+          `INSERT INTO allowance_holds (${overriding ? 'sequence, ' : ''}invoice_id, allowance_id, period_key, amount_cents, budget_cents, created_at) ${overriding} VALUES (${values})`,
+        );
+      await expect(insert(`'invoice-1', '${allowance(1).allowanceId}', '2026-12-03', 400, 0, 0`)).rejects.toThrow(
+        /budget_cents_check/,
+      );
+      await expect(insert(`'invoice-2', 'urn:uuid:unknown', '2026-12-03', 400, 1000, 0`)).rejects.toThrow(
+        /foreign key/,
+      );
+      await insert(
+        `7, 'invoice-3', '${allowance(1).allowanceId}', '2026-12-03', 400, 1000, 0`,
+        'OVERRIDING SYSTEM VALUE',
+      );
+      await expect(
+        insert(`7, 'invoice-4', '${allowance(1).allowanceId}', '2026-12-03', 400, 1000, 0`, 'OVERRIDING SYSTEM VALUE'),
+      ).rejects.toThrow(/allowance_holds_pkey/);
+      const kept = await client.query<{ invoice_id: string }>('SELECT invoice_id FROM allowance_holds');
+      expect(kept.rows.map((row) => row.invoice_id)).toStrictEqual(['invoice-3']);
+    } finally {
+      await client.end();
+    }
   });
 });

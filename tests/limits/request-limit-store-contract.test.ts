@@ -4,6 +4,7 @@
  * approvals, and a rate limit counts a sliding window. The shared part reserves through two
  * handles on one store at once: the caps hold across instances, never one slot over.
  */
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ApprovalRecord } from '../../identity/index';
 import { type HouseholdStoreHandle, householdStoreOpeners } from '../support/household-store-openers';
@@ -181,5 +182,31 @@ describe.each(Object.entries(implementations))('the %s request-limit store', (_n
       );
       expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(10);
     });
+  });
+});
+
+/** The PostgreSQL table's own lines, which the store's lock keeps any interface call from reaching. */
+describe.skipIf(!postgresAvailable)('the PostgreSQL approval slots table', () => {
+  it('refuses a reservation id given twice and a request bound to two slots, and keeps the first of each', async () => {
+    const opener = implementations.postgres as (typeof implementations)['sqlite'];
+    const url = await opener.location();
+    await opener.open(url);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const insert = (reservation: string, approval: string) =>
+        client.query(
+          `INSERT INTO approval_slots (reservation_id, requester, reserved_at, approval_id) VALUES ('${reservation}', 'alice', 0, '${approval}')`,
+        );
+      await insert('slot-1', 'approval-1');
+      await expect(insert('slot-1', 'approval-2')).rejects.toThrow(/approval_slots_pkey/);
+      await expect(insert('slot-2', 'approval-1')).rejects.toThrow(/approval_slots_approval_id_key/);
+      const kept = await client.query<{ reservation_id: string; approval_id: string }>(
+        'SELECT reservation_id, approval_id FROM approval_slots',
+      );
+      expect(kept.rows).toStrictEqual([{ reservation_id: 'slot-1', approval_id: 'approval-1' }]);
+    } finally {
+      await client.end();
+    }
   });
 });
