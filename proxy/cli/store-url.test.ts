@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -58,6 +59,17 @@ describe('openProxyStores', () => {
     await expect(openProxyStores({ kind: 'postgres', url: 'postgres://nobody@127.0.0.1:1/none' })).rejects.toThrow(
       /needs --state-key FILE/,
     );
+  });
+
+  it('refuses a request-state key that others may read, and opens nothing', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'emcp-store-url-'));
+    const keyPath = join(folder, 'proxy.sqlite.key');
+    writeFileSync(keyPath, randomBytes(32), { mode: 0o644 });
+    chmodSync(keyPath, 0o644);
+    await expect(openProxyStores({ kind: 'sqlite', path: join(folder, 'proxy.sqlite') })).rejects.toThrow(
+      /proxy\.sqlite\.key is readable by others \(mode 0644\); make it the owner's only: chmod 600/,
+    );
+    expect(readdirSync(folder)).toStrictEqual(['proxy.sqlite.key']);
   });
 
   it('refuses a state key with a memory store, which has no replicas to share it', async () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ProxyError } from '../errors';
 import { type DiscoveryStore, memoryDiscoveryStore } from '../gateway/discovery-store';
@@ -129,7 +129,10 @@ export function openPinStore(location: StoreLocation): Promise<PinStore> | PinSt
   return openSqlitePinStore({ path: location.kind === 'memory' ? ':memory:' : location.path });
 }
 
-/** Reads the request-state key at `keyPath`, creating it first if it does not exist (`wx`: two replicas starting at once keep one). */
+/**
+ * Reads the request-state key at `keyPath`, creating it first if it does not exist (`wx`: two
+ * replicas starting at once keep one), and refuses one that group or others may read.
+ */
 function readStateKey(keyPath: string): Buffer {
   try {
     writeFileSync(keyPath, randomBytes(32), { flag: 'wx', mode: 0o600 });
@@ -139,11 +142,21 @@ function readStateKey(keyPath: string): Buffer {
     }
   }
   let key: Buffer;
+  let mode: number;
   try {
     key = readFileSync(keyPath);
+    mode = statSync(keyPath).mode & 0o777;
   } catch (error) {
     throw new ProxyError('store-failed', `cannot read the request-state key ${keyPath}`, { cause: error });
   }
+  // A key others can read signs request states for them: refuse it, as ssh refuses an open private
+  // key. A key checked out from a repository (0644) is the case this catches. (Windows has no such
+  // bits to read.)
+  if (process.platform !== 'win32' && (mode & 0o077) !== 0)
+    throw new ProxyError(
+      'store-failed',
+      `the request-state key ${keyPath} is readable by others (mode ${mode.toString(8).padStart(4, '0')}); make it the owner's only: chmod 600 ${keyPath}`,
+    );
   if (key.length < 32)
     throw new ProxyError('store-failed', `the request-state key ${keyPath} is shorter than 32 bytes`);
   return key;
