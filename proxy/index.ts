@@ -162,6 +162,10 @@ export {
 export { type Embedder, loadMiniLm, miniLmModel } from './search/embedder';
 export { type AppliedMigration, applyMigrations, type Migration } from './store/apply-migrations';
 export { applyPostgresMigrations, inTransaction, migrationLockKey } from './store/apply-postgres-migrations';
+export {
+  type ListenPostgresChannelOptions,
+  listenPostgresChannel,
+} from './store/listen-postgres-channel';
 export { openPostgresPool, type PostgresPoolOptions } from './store/open-postgres-pool';
 export {
   createPostgresSpentLedger,

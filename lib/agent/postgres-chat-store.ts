@@ -1,7 +1,6 @@
 import type pg from 'pg';
-import { inTransaction } from '../../proxy/index';
+import { inTransaction, listenPostgresChannel } from '../../proxy/index';
 import type { Migration } from '../apply-migrations';
-import { listenPostgresChannel } from '../listen-postgres-channel';
 import type { ChatStore } from './chat-store';
 import type { ChatEventBody } from './types';
 

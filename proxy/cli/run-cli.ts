@@ -335,7 +335,12 @@ export async function runCli(argv: string[]): Promise<number> {
     if (ProxyError.isInstance(error)) return usageError(error.message);
     throw error;
   }
-  const { rounds, close: closeStores } = stores;
+  const { rounds, pinStore } = stores;
+  let unwatchPins: (() => void) | undefined;
+  const closeStores = async () => {
+    unwatchPins?.();
+    await stores?.close();
+  };
 
   // SIGHUP (from add-server) re-reads the config and connects new servers in place. The handler
   // is installed before the pid file exists, in the same tick, so a signal sent by add-server can
@@ -365,6 +370,16 @@ export async function runCli(argv: string[]): Promise<number> {
     throw error;
   }
   gateway = running;
+  // On a store replicas share, an operator's decision recorded through any of them (`pins accept`
+  // signals only the proxy whose pid file it finds) is checked here too, in the reloads' turn.
+  unwatchPins = pinStore.watch?.((why) => {
+    reloading = reloading.then(() =>
+      running.readmitPins().then(
+        () => why === 'decision' && logLine("pins: a decision in the store; re-checked the servers' last listings"),
+        (error: unknown) => logLine(`pins: re-checking the listings failed: ${String(error)}`),
+      ),
+    );
+  });
   const release = () => {
     process.off('SIGHUP', onHangup);
     pidFile.release();

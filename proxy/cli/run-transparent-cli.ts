@@ -276,6 +276,10 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
     say("pins: re-checked the upstream's listings against the store");
   };
   process.on('SIGHUP', onHangup);
+  // On a store replicas share, a decision recorded through any of them reaches this one too.
+  const unwatchPins = pinStore.watch?.(() => {
+    reloading = reloading.then(readmit);
+  });
   // The pid file lets `pins accept` signal this process. Several stdio proxies may serve one config
   // (one per client): the first holds it, the others re-check their pins at their own SIGHUP.
   let pidFile: HeldPidFile | undefined;
@@ -313,6 +317,7 @@ export async function runTransparentCli(argv: readonly string[], io: Transparent
         });
   } finally {
     process.off('SIGHUP', onHangup);
+    unwatchPins?.();
     pidFile?.release();
     await reloading;
     await pinStore.close();

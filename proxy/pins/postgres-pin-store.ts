@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Migration } from '../store/apply-migrations';
 import { inTransaction } from '../store/apply-postgres-migrations';
+import { listenPostgresChannel } from '../store/listen-postgres-channel';
 import { openPostgresPool } from '../store/open-postgres-pool';
 import { type HeldRow, type PinRow, statusOf, toHeld, toPin } from './pin-rows';
 import type { PinStore, ServerPins } from './types';
@@ -63,6 +64,12 @@ export async function openPostgresPinStore(options: PostgresPinStoreOptions): Pr
   });
   return { ...createPostgresPinStore(pool, options), close: () => pool.end() };
 }
+
+/**
+ * The channel a decision is announced on, with no payload: a replica that hears it checks every
+ * server's last listing against the store again, which reads what changed.
+ */
+const decisionChannel = 'pin_decisions';
 
 // BIGINT columns arrive as strings from node-postgres; the rows read as numbers.
 const pinColumns = 'server, tool, hash, definition, source, pinned_at::float8 AS pinned_at';
@@ -203,9 +210,19 @@ export function createPostgresPinStore(pool: pg.Pool, options: { now?: () => num
             ]);
           }
         }
+        // Every replica on this database re-checks its listings once this commits (docs/pinning.md).
+        if (chosen.length > 0) await client.query(`SELECT pg_notify('${decisionChannel}', '')`);
         return chosen.map((row) => ({ tool: row.tool, hash: row.hash }));
       });
       return { decision, server, tools };
+    },
+    watch(onDecision) {
+      return listenPostgresChannel(pool, {
+        channel: decisionChannel,
+        onNotification: () => onDecision('decision'),
+        // A decision committed while nobody listened is read by checking again.
+        onState: (state) => state === 'listening' && onDecision('connected'),
+      });
     },
     async close() {
       // The pool is its owner's.

@@ -131,6 +131,13 @@ export interface PinStore {
    * hash as refused for good and keeps the old pin. Reports no tools when nothing was waiting.
    */
   decide(decision: PinDecision, server: string, tool?: string): Promise<DecisionReport>;
+  /**
+   * Calls `onDecision('decision')` after every decision any process records in this store, and
+   * `onDecision('connected')` each time the watch (re)connects, since one may have gone unheard
+   * meanwhile; returns the stop. Only a store that replicas share has it (PostgreSQL): a SQLite
+   * file's proxy hears `pins accept` by its pid file.
+   */
+  watch?(onDecision: (why: 'decision' | 'connected') => void): () => void;
   /** Releases what the store holds open; the owner's to call. */
   close(): Promise<void>;
 }
