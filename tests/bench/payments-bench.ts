@@ -309,39 +309,58 @@ export async function allowanceBench(): Promise<Record<string, unknown>> {
  * `orders` $15 orders after one warm-up, each step served by the next of `instances` in turn (one
  * instance, or two on one database): the server time of each order, summed over its steps.
  */
-async function timedOrders(instances: readonly TestHousehold[], orders: number): Promise<Latency> {
+async function timedOrders(
+  instances: readonly TestHousehold[],
+  orders: number,
+): Promise<Latency & { stepsP50Us: Record<string, number> }> {
   const durations: bigint[] = [];
+  /** Each step's durations over the measured orders: where an order's server time goes. */
+  const steps = new Map<string, bigint[]>();
   let step = 0;
-  // The next step's instance, and the time it took, added to the order's.
-  const timed = async <T>(work: (household: TestHousehold) => Promise<T>, spent: { ns: bigint }) => {
+  let measured = false;
+  // The next step's instance, and the time it took, added to the order's and to the step's.
+  const timed = async <T>(name: string, work: (household: TestHousehold) => Promise<T>, spent: { ns: bigint }) => {
     const household = instances[step++ % instances.length] as TestHousehold;
     const start = process.hrtime.bigint();
     const value = await work(household);
-    spent.ns += process.hrtime.bigint() - start;
+    const took = process.hrtime.bigint() - start;
+    spent.ns += took;
+    if (measured) steps.set(name, [...(steps.get(name) ?? []), took]);
     return value;
   };
   for (let index = 0; index <= orders; index++) {
+    // The first order warms every path up; it is not counted.
+    measured = index > 0;
     const spent = { ns: 0n };
-    const invoiceJson = await timed((at) => at.invoice([{ sku: 'large-pepperoni', qty: 1 }]), spent);
+    const invoiceJson = await timed('invoice', (at) => at.invoice([{ sku: 'large-pepperoni', qty: 1 }]), spent);
     const { invoice, invoiceId } = invoiceJson as { invoice: string; invoiceId: string };
-    const requested = await timed((at) => at.call('request_approval', { invoice }, 'request approval'), spent);
+    const requested = await timed(
+      'request_approval',
+      (at) => at.call('request_approval', { invoice }, 'request approval'),
+      spent,
+    );
     const approvalId = String(requested.json?.approvalId);
     for (const role of ['child', 'parent'] as const) {
       // One ceremony (its options, then its verification) is one step.
       const member = instances[0]?.members[role] as Member;
-      await timed(async (at) => {
-        const started = await at.runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
-        if (!started.ok) throw new Error(started.reason);
-        const response = member.authenticator.assert(started.options);
-        return at.runtime.identity.passkeys.approval.verify({
-          session: member.session,
-          ceremonyId: started.ceremonyId,
-          response,
-        });
-      }, spent);
+      await timed(
+        `${role} passkey`,
+        async (at) => {
+          const started = await at.runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
+          if (!started.ok) throw new Error(started.reason);
+          const response = member.authenticator.assert(started.options);
+          return at.runtime.identity.passkeys.approval.verify({
+            session: member.session,
+            ceremonyId: started.ceremonyId,
+            response,
+          });
+        },
+        spent,
+      );
     }
-    await timed((at) => at.call('await_approval', { approvalId }, 'await approval'), spent);
+    await timed('await_approval', (at) => at.call('await_approval', { approvalId }, 'await approval'), spent);
     const charged = await timed(
+      'charge_invoice',
       (at) =>
         at.call(
           'payments__charge_invoice',
@@ -351,10 +370,12 @@ async function timedOrders(instances: readonly TestHousehold[], orders: number):
       spent,
     );
     const fulfilled = await timed(
+      'fulfill',
       (at) => at.call('pizza__fulfill', { receipt: charged.json?.receipt }, 'fulfill order'),
       spent,
     );
     const recorded = await timed(
+      'record_fulfillment',
       (at) => at.call('record_fulfillment', { commitment: fulfilled.json?.commitment }, 'record fulfillment'),
       spent,
     );
@@ -362,14 +383,14 @@ async function timedOrders(instances: readonly TestHousehold[], orders: number):
       throw new Error(
         `the benchmark order did not complete: ${JSON.stringify([charged.json ?? charged.result, fulfilled.json ?? fulfilled.result, recorded.result])}`,
       );
-    // The first order warms every path up; it is not counted.
-    if (index > 0) durations.push(spent.ns);
+    if (measured) durations.push(spent.ns);
   }
-  return summarise(durations);
+  const stepsP50Us = Object.fromEntries([...steps].map(([name, taken]) => [name, summarise(taken).p50Us]));
+  return { ...summarise(durations), stepsP50Us };
 }
 
 /** The whole order on the embedded household: SQLite, the shop as a stdio child. */
-async function wholeOrder(orders: number): Promise<Latency> {
+async function wholeOrder(orders: number): ReturnType<typeof timedOrders> {
   const household = await startTestHousehold({ engine: 'rego' });
   try {
     return await timedOrders([household], orders);
@@ -384,7 +405,7 @@ async function wholeOrder(orders: number): Promise<Latency> {
  * HTTP (a stdio shop would be each instance's own), which ships on the settlement DID the first
  * instance publishes, as in the compose deployment.
  */
-async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): Promise<Latency> {
+async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): ReturnType<typeof timedOrders> {
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-two-instances-'));
   const settlementDidFile = join(dataDir, 'settlement-did');
   const port = await freePort();
@@ -505,7 +526,7 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
         },
       },
       notes:
-        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. gatedChargeDecisionByStore = the rego every-signature decision with the single-use store on a SQLite file and on PostgreSQL (a throwaway cluster on this machine, defaults, unix socket; reserve and release are round trips there). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 9 orders after one warm-up (ten invoices a minute is the per-chat limit). wholeOrderServerTimeOnTwoInstances = the same order over two household instances on one PostgreSQL database (one data folder for the sealing key, one shop over HTTP), each step served by the other instance than the step before.',
+        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. gatedChargeDecisionByStore = the rego every-signature decision with the single-use store on a SQLite file and on PostgreSQL (a throwaway cluster on this machine, defaults, unix socket; reserve and release are round trips there). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 9 orders after one warm-up (ten invoices a minute is the per-chat limit). wholeOrderServerTimeOnTwoInstances = the same order over two household instances on one PostgreSQL database (one data folder for the sealing key, one shop over HTTP), each step served by the other instance than the step before. stepsP50Us = each step's own p50 over the measured orders, where the order's time goes.',
     };
   } finally {
     cluster.stop();
