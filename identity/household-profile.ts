@@ -54,10 +54,7 @@ export const householdTimeZoneSchema = z
  */
 export const householdProfileChangeSchema = z
   .object({
-    names: z
-      .object({ child: memberNameSchema.optional(), parent: memberNameSchema.optional() })
-      .strict()
-      .optional(),
+    names: z.object({ child: memberNameSchema.optional(), parent: memberNameSchema.optional() }).strict().optional(),
     timeZone: householdTimeZoneSchema.optional(),
   })
   .strict()

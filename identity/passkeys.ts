@@ -201,7 +201,10 @@ export interface Passkeys {
    */
   readonly profile: {
     read(session: SessionRecord): Promise<ProfileResult>;
-    update(request: { readonly session: SessionRecord; readonly change: HouseholdProfileChange }): Promise<ProfileResult>;
+    update(request: {
+      readonly session: SessionRecord;
+      readonly change: HouseholdProfileChange;
+    }): Promise<ProfileResult>;
   };
   /** Declines a request as the session's role. */
   decline(request: { readonly session: SessionRecord; readonly approvalId: string }): Promise<DecisionOutcome>;
