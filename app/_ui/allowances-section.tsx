@@ -43,6 +43,38 @@ function centsOf(text: string): number | undefined {
   return Math.round(Number(text.trim()) * 100);
 }
 
+/**
+ * The last second of a date (`2027-01-03`) in the household's zone, in seconds since the epoch: an
+ * allowance "until 3 Jan" ends when 3 January ends where the household counts its days, not where
+ * this browser is.
+ */
+function endOfDayIn(date: string, timeZone: string): number {
+  const [year, month, day] = date.split('-').map(Number) as [number, number, number];
+  const wall = Date.UTC(year, month - 1, day, 23, 59, 59);
+  const format = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  // The zone's offset at an instant: what its clock reads then, read as UTC, minus the instant.
+  const offsetAt = (instant: number) => {
+    const parts = format.formatToParts(instant);
+    const field = (type: string) => Number(parts.find((part) => part.type === type)?.value);
+    return (
+      Date.UTC(field('year'), field('month') - 1, field('day'), field('hour'), field('minute'), field('second')) -
+      instant
+    );
+  };
+  // Twice: the offset at the first guess may differ from the one at the answer across a DST change.
+  const guess = wall - offsetAt(wall);
+  return Math.floor((wall - offsetAt(guess)) / 1000);
+}
+
 /** The local date 30 days ahead, as a date input wants it (`2027-01-02`). */
 function defaultUntil(): string {
   const date = new Date(Date.now() + 30 * 24 * 60 * 60 * 1000);
@@ -109,7 +141,7 @@ export function AllowancesSection({
     const budgetCents = centsOf(budget);
     if (perOrderCapCents === undefined || budgetCents === undefined)
       return setProblem('Write each amount in dollars, such as 5 or 5.00.');
-    const expiresAt = Math.floor(new Date(`${until}T23:59:59`).getTime() / 1000);
+    const expiresAt = endOfDayIn(until, timeZone);
     setBusy(true);
     setProblem(undefined);
     setSigned(undefined);

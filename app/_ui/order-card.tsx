@@ -77,7 +77,7 @@ export function OrderCard({
               )}{' '}
               {role === 'parent' && approval?.allowance !== undefined ? (
                 <span className="text-emerald-800">
-                  covered by {members.parent === undefined ? "your parent's" : `${members.parent}'s`} allowance (
+                  covered by {members.parent === undefined ? "your parent's" : 'their'} allowance (
                   {formatMoney(approval.allowance.remainingCents)} left{' '}
                   {approval.allowance.period === 'day' ? 'today' : 'this week'})
                 </span>

@@ -77,9 +77,16 @@ describe('a standing allowance in the windows', () => {
     await form.getByLabel('Per-order cap in dollars').fill('5.00');
     await form.getByLabel('Budget in dollars').fill('10.00');
     await form.getByLabel('Period').selectOption('day');
+    // The end is the last second of the chosen day in the household's zone (Paris), not the browser's (UTC).
+    const [year, month, day] = (await form.getByLabel('Until').inputValue()).split('-').map(Number) as number[];
+    const until = new Date(Date.UTC(year ?? 0, (month ?? 1) - 1, day)).toLocaleDateString('en-GB', {
+      day: 'numeric',
+      month: 'short',
+      timeZone: 'UTC',
+    });
     await form.getByRole('button', { name: 'Sign with passkey' }).click();
     await parent
-      .getByText(/^Allowance signed ✓ — Sam can order up to \$5\.00 at a time, \$10\.00 a day, until /)
+      .getByText(`Allowance signed ✓ — Sam can order up to $5.00 at a time, $10.00 a day, until ${until}.`)
       .waitFor();
     const row = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' });
     await row.getByText('$10.00 left today').waitFor();
@@ -94,7 +101,8 @@ describe('a standing allowance in the windows', () => {
       [1, '$2.00'],
     ] as const) {
       const card = await orderSlice(index);
-      await card.getByText(`covered by Alex's allowance (${left} left today)`).waitFor();
+      await card.getByText(`covered by their allowance (${left} left today)`).waitFor();
+      await card.getByText('Alex (parent)').waitFor();
       expect(await card.getByText('○ waiting').count()).toBe(1);
       await card.getByText('Sam (child)').waitFor();
       await card.getByText(/Waiting for Sam's passkey in the/).waitFor();
