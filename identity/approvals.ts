@@ -4,6 +4,7 @@ import type { AllowanceStanding, Allowances } from './allowances';
 import type { PasskeyAssertion } from './credentials';
 import type { IdentityEventSink } from './events';
 import type { Household } from './household';
+import { type MemberNames, memberNamesOf } from './household-profile';
 import { IdentityError } from './identity-error';
 import { decodeSegment } from './safe-json';
 import type { ApprovalRecord, Role } from './store';
@@ -56,6 +57,8 @@ export interface ApprovalView {
   readonly reason?: string;
   /** The parent's standing allowance that stands in for the parent's approval of this order, if one does. */
   readonly allowance?: AllowanceStanding;
+  /** What the household calls its members (set in the parent's window), for the windows' words; not evidence. */
+  readonly members: MemberNames;
 }
 
 /** What `request_approval` answers. */
@@ -215,8 +218,8 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
    * The view, with the allowance that stands in for the parent when the order asks only the child
    * at a merchant where the parent keeps one (an allowance on record closes the solo tier there).
    */
-  async function viewWithAllowance(record: ApprovalRecord): Promise<ApprovalView> {
-    const view = viewOf(record);
+  async function viewWithAllowance(record: ApprovalRecord, members: MemberNames): Promise<ApprovalView> {
+    const view = { ...viewOf(record), members };
     if (options.allowances === undefined || record.requiredRoles.join() !== 'child') return view;
     const allowance = await options.allowances.standing({
       invoiceId: record.invoiceId,
@@ -325,16 +328,17 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     async pendingFor(role) {
       const pending = await store.listPending();
       const now = clock().getTime();
+      const members = await memberNamesOf(household.store.profile);
       return Promise.all(
         pending
           .filter((record) => record.requiredRoles.includes(role) && record.expiresAt > now)
-          .map(viewWithAllowance),
+          .map((record) => viewWithAllowance(record, members)),
       );
     },
 
     async get(approvalId) {
       const record = await current(approvalId);
-      return record && viewWithAllowance(record);
+      return record && viewWithAllowance(record, await memberNamesOf(household.store.profile));
     },
 
     async approve({ approvalId, role, assertion }) {
@@ -498,7 +502,7 @@ function outcomeOf(record: ApprovalRecord): WaitOutcome {
 }
 
 /** The request as a window shows it: terms decoded from the merchant-signed invoice verified at creation. */
-function viewOf(record: ApprovalRecord): ApprovalView {
+function viewOf(record: ApprovalRecord): Omit<ApprovalView, 'members'> {
   const payload = decodeSegment(record.invoice.split('.')[1] ?? '');
   const terms = InvoiceSubject.parse((payload?.vc as { credentialSubject?: unknown } | undefined)?.credentialSubject);
   return {

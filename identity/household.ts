@@ -17,6 +17,7 @@ import { WebDIDProvider } from '@veramo/did-provider-web';
 import { KeyManager } from '@veramo/key-manager';
 import { KeyManagementSystem, SecretBox } from '@veramo/kms-local';
 import { type CredentialType, lifetimeSeconds } from './credentials';
+import { householdTimeZoneSchema, serverTimeZone } from './household-profile';
 import { IdentityError } from './identity-error';
 import type { IdentityStore, Role } from './store';
 import { veramoStores } from './veramo-stores';
@@ -80,6 +81,12 @@ export interface OpenHouseholdOptions {
   readonly adminDid?: string;
   /** Clock for the membership credentials issued at setup. */
   readonly now?: () => Date;
+  /**
+   * The time zone a household without one is given (an IANA name): default the server's. Stored
+   * once, at the first open (a new household, or one from before households had a zone); the
+   * parent changes it in the parent window, and later opens keep it.
+   */
+  readonly timeZone?: string;
 }
 
 /** The household admin's `did:web` when none is configured (SPEC §5.1). */
@@ -100,8 +107,8 @@ interface HouseholdRecord {
 
 /**
  * Opens the household, setting it up on first start (SPEC §5.1): the admin `did:web`, the member
- * and settlement `did:key`s, and each member's `FamilyMembership`. Idempotent: a second start on
- * the same store and key file changes no key, DID or credential.
+ * and settlement `did:key`s, each member's `FamilyMembership`, and the household's time zone.
+ * Idempotent: a second start on the same store and key file changes no key, DID, credential or zone.
  */
 export async function openHousehold(options: OpenHouseholdOptions): Promise<Household> {
   const adminDid = options.adminDid ?? defaultAdminDid;
@@ -143,6 +150,10 @@ export async function openHousehold(options: OpenHouseholdOptions): Promise<Hous
       );
     }
   }
+  // The zone allowances are counted in: first writer wins, so a second start never moves it.
+  const zone = householdTimeZoneSchema.safeParse(options.timeZone ?? serverTimeZone());
+  if (!zone.success) throw new IdentityError('household-invalid', `"${options.timeZone}" is not an IANA time zone`);
+  await options.store.profile.initTimeZone({ timeZone: zone.data, setAt: now().getTime() });
   const admin = await agent.didManagerGet({ did: record.adminDid });
   // Opening the admin's private key proves the key file matches the store before anything is promised.
   await stores.privateKeyStore.getKey({ alias: admin.controllerKeyId ?? '' });

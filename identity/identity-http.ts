@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { z } from 'zod';
+import { householdProfileChangeSchema } from './household-profile';
 import type { IdentityErrorCode } from './identity-error';
 import { IdentityError } from './identity-error';
 import type { PasskeyRefusal, Passkeys, SignedInSession } from './passkeys';
@@ -63,6 +64,10 @@ export interface IdentityHandlers {
   readonly allowanceVerify: IdentityHandler;
   /** POST `?as=parent` `{allowanceId}` → revokes it, with immediate effect. */
   readonly allowanceRevoke: IdentityHandler;
+  /** GET `?as=role` → the household's names for its members and its time zone (either member's session). */
+  readonly household: IdentityHandler;
+  /** POST `?as=parent` `{names?, timeZone?}` → changes them (the parent's session only); a refusal changes nothing. */
+  readonly householdUpdate: IdentityHandler;
   /** POST `?as=role` → ends that role's session and clears its cookie. */
   readonly signOut: IdentityHandler;
 }
@@ -412,6 +417,19 @@ export function createIdentityHandlers(options: CreateIdentityHandlersOptions): 
           ? {}
           : { revokedAt: new Date(result.record.revokedAt).toISOString() }),
       });
+    }),
+
+    household: handle('household', async (request) => {
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.profile.read(session);
+      return result.ok ? ok(result.profile) : refused(result);
+    }),
+
+    householdUpdate: handle('householdUpdate', async (request) => {
+      const change = await readPost(request, householdProfileChangeSchema);
+      const session = await requireSession(request, requiredRole(request));
+      const result = await passkeys.profile.update({ session, change });
+      return result.ok ? ok(result.profile) : refused(result);
     }),
 
     signOut: handle('signOut', async (request) => {

@@ -100,6 +100,20 @@ export {
   openHousehold,
   type Signer,
 } from './household';
+export {
+  createHouseholdProfile,
+  type HouseholdProfile,
+  type HouseholdProfileChange,
+  type HouseholdProfileUpdate,
+  type HouseholdProfileView,
+  householdProfileChangeSchema,
+  householdTimeZoneSchema,
+  type MemberNames,
+  maxMemberNameLength,
+  memberNameSchema,
+  memberNamesOf,
+  serverTimeZone,
+} from './household-profile';
 export { IdentityError, type IdentityErrorCode, identityErrorCodes } from './identity-error';
 export {
   type CappedBody,
@@ -124,6 +138,7 @@ export {
   type PasskeyCallApprovals,
   type PasskeyRefusal,
   type Passkeys,
+  type ProfileResult,
   type SignedInSession,
   type SignInResult,
   sessionLifetimeMs,
@@ -136,7 +151,9 @@ export type {
   CeremonyStore,
   EnrollmentCodeRecord,
   EnrollmentStore,
+  HouseholdProfileStore,
   IdentityStore,
+  MemberNameRecord,
   MerchantRecord,
   MerchantStore,
   PasskeyRecord,
@@ -146,6 +163,7 @@ export type {
   Role,
   SessionRecord,
   SessionStore,
+  TimeZoneRecord,
 } from './store';
 export { roles } from './store';
 export { type TrustMerchantRequest, trustMerchant } from './trust-merchant';

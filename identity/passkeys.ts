@@ -19,6 +19,7 @@ import { checkEnrollmentCode } from './enrollment-codes';
 import type { IdentityEventSink } from './events';
 import { framingRefusal } from './framing-refusal';
 import type { Household } from './household';
+import { createHouseholdProfile, type HouseholdProfileChange, type HouseholdProfileView } from './household-profile';
 import type { IdentityErrorCode } from './identity-error';
 import { decodeSegment } from './safe-json';
 import type { ApprovalRecord, CeremonyRecord, PasskeyRecord, Role, SessionRecord } from './store';
@@ -91,6 +92,11 @@ export type AllowanceList =
       readonly allowances: readonly AllowanceView[];
       readonly merchants: readonly { readonly did: string; readonly name: string }[];
     }
+  | ({ readonly ok: false } & PasskeyRefusal);
+
+/** The household's profile as a window is told it, or why not. */
+export type ProfileResult =
+  | { readonly ok: true; readonly profile: HouseholdProfileView }
   | ({ readonly ok: false } & PasskeyRefusal);
 
 /** What {@link createPasskeys} needs. */
@@ -189,6 +195,17 @@ export interface Passkeys {
       readonly allowanceId: string;
     }): Promise<{ readonly ok: true; readonly record: AllowanceRecord } | ({ readonly ok: false } & PasskeyRefusal)>;
   };
+  /**
+   * The household's names for its members and its time zone (docs/human-authority.md "Member names
+   * and the household's time zone"): read by either member's session, changed by the parent's only.
+   */
+  readonly profile: {
+    read(session: SessionRecord): Promise<ProfileResult>;
+    update(request: {
+      readonly session: SessionRecord;
+      readonly change: HouseholdProfileChange;
+    }): Promise<ProfileResult>;
+  };
   /** Declines a request as the session's role. */
   decline(request: { readonly session: SessionRecord; readonly approvalId: string }): Promise<DecisionOutcome>;
   /** The requests waiting for the session's role. */
@@ -221,6 +238,7 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
   const rpName = options.rpName ?? 'extensible-mcp household';
   const clock = options.clock ?? (() => new Date());
   const emit: IdentityEventSink = options.events ?? (() => undefined);
+  const profile = createHouseholdProfile({ store: store.profile, clock });
 
   // A refusal carries both discriminants (`ok` and `verified`: false) so one value fits an options
   // result and a verification result alike; it is emitted as an event without any secret.
@@ -710,6 +728,15 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
           return refuse('not signed in, or the session expired; sign in again', 'unauthenticated');
         if (current.role !== 'parent') return refuse('only the parent signs a standing allowance', 'forbidden');
         if (allowances === undefined) return refuse('this household has no standing allowances', 'not-found');
+        // The terms are counted in the household's zone, and the form must have shown that zone:
+        // if another window changed it since, the parent looks again rather than signing unseen terms.
+        const { timeZone } = await profile.read();
+        if (form.timeZone !== timeZone) {
+          return refuse(
+            `the form shows the time zone ${form.timeZone}, but the household's is ${timeZone}; look at the form again`,
+            'conflict',
+          );
+        }
         // The merchant's name is the one the household trusts it under, never the form's.
         const merchant = await store.merchants.get(form.merchantDid);
         if (merchant === undefined) return refuse('that merchant is not one the household trusts', 'bad-request');
@@ -805,6 +832,27 @@ export function createPasskeys(options: CreatePasskeysOptions): Passkeys {
           return refusePasskey('approval', 'this household has no standing allowances', 'not-found');
         const revoked = await allowances.revoke(allowanceId);
         return revoked.ok ? revoked : refusePasskey('approval', revoked.reason, 'conflict');
+      },
+    },
+
+    profile: {
+      async read(session) {
+        const current = await liveSession(session, clock().getTime());
+        if (current === undefined)
+          return refusePasskey('approval', 'not signed in, or the session expired; sign in again', 'unauthenticated');
+        return { ok: true, profile: await profile.read() };
+      },
+
+      async update({ session, change }) {
+        const current = await liveSession(session, clock().getTime());
+        if (current === undefined)
+          return refusePasskey('approval', 'not signed in, or the session expired; sign in again', 'unauthenticated');
+        // The parent names the household's members, the child included: a name the child chose
+        // could read as someone else ("Mum") in the parent's window.
+        if (current.role !== 'parent')
+          return refusePasskey('approval', "only the parent changes the household's names and time zone", 'forbidden');
+        const updated = await profile.update(change);
+        return updated.ok ? updated : refusePasskey('approval', updated.reason, 'bad-request');
       },
     },
 

@@ -208,6 +208,35 @@ export interface MerchantStore {
   remove(did: string): Promise<boolean>;
 }
 
+/** A member's display name, as the parent set it (docs/human-authority.md "Member names"). */
+export interface MemberNameRecord {
+  readonly role: Role;
+  readonly name: string;
+  readonly setAt: number;
+}
+
+/** The household's time zone, an IANA name: the one its first start found, or the one the parent set. */
+export interface TimeZoneRecord {
+  readonly timeZone: string;
+  readonly setAt: number;
+}
+
+/**
+ * What the household calls its members and the zone its days are counted in. Written only from the
+ * parent's window and, for the zone, once by the household's first start: never by a tool.
+ */
+export interface HouseholdProfileStore {
+  /** Every member's name that was set, in role order. */
+  names(): Promise<readonly MemberNameRecord[]>;
+  /** Sets or replaces a member's name. */
+  setName(record: MemberNameRecord): Promise<void>;
+  timeZone(): Promise<TimeZoneRecord | undefined>;
+  /** Sets or replaces the household's zone. */
+  setTimeZone(record: TimeZoneRecord): Promise<void>;
+  /** Stores the zone iff none is stored, in one atomic step; `false` when one is (the first writer wins). */
+  initTimeZone(record: TimeZoneRecord): Promise<boolean>;
+}
+
 /** Everything identity persists, by concern. */
 export interface IdentityStore {
   readonly records: RecordStore;
@@ -217,4 +246,5 @@ export interface IdentityStore {
   readonly ceremonies: CeremonyStore;
   readonly approvals: ApprovalStore;
   readonly merchants: MerchantStore;
+  readonly profile: HouseholdProfileStore;
 }

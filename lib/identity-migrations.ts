@@ -114,4 +114,22 @@ export const identityMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // Issue 29: the household's names for its members (set from the parent's window), one per
+    // role, and its time zone (one row), which an allowance's day or week is counted in.
+    version: 4,
+    sql: `
+      CREATE TABLE member_names (
+        role TEXT PRIMARY KEY CHECK (role IN ('child', 'parent')),
+        name TEXT NOT NULL,
+        set_at INTEGER NOT NULL
+      ) STRICT;
+
+      CREATE TABLE household_settings (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        time_zone TEXT NOT NULL,
+        set_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ];

@@ -6,10 +6,12 @@ import type {
   CallApprovalStatus,
   CeremonyRecord,
   EnrollmentCodeRecord,
+  MemberNameRecord,
   MerchantRecord,
   PasskeyRecord,
   Role,
   SessionRecord,
+  TimeZoneRecord,
 } from '../identity/index';
 
 /*
@@ -250,6 +252,22 @@ export function toMerchant(row: unknown): MerchantRecord {
     publicKeyJwk: parsed.public_key_jwk,
     trustedAt: parsed.trusted_at,
   };
+}
+
+const memberNameRow = z.object({ role: roleSchema, name: z.string(), set_at: z.number() });
+
+/** A `member_names` row as its record. */
+export function toMemberName(row: unknown): MemberNameRecord {
+  const parsed = memberNameRow.parse(row);
+  return { role: parsed.role, name: parsed.name, setAt: parsed.set_at };
+}
+
+const timeZoneRow = z.object({ time_zone: z.string(), set_at: z.number() });
+
+/** The `household_settings` row as the zone's record. */
+export function toTimeZone(row: unknown): TimeZoneRecord {
+  const parsed = timeZoneRow.parse(row);
+  return { timeZone: parsed.time_zone, setAt: parsed.set_at };
 }
 
 const callApprovalStatusSchema = z.enum([

@@ -11,9 +11,11 @@ import {
   toApproval,
   toCeremony,
   toCode,
+  toMemberName,
   toMerchant,
   toPasskey,
   toSession,
+  toTimeZone,
 } from './identity-rows';
 
 /**
@@ -116,6 +118,23 @@ export const postgresIdentityMigrations: readonly Migration[] = [
         public_key_jwk TEXT NOT NULL,
         trusted_at BIGINT NOT NULL,
         position BIGINT GENERATED ALWAYS AS IDENTITY
+      );
+    `,
+  },
+  {
+    // SQLite's version 4 (issue 29): member names by role, and the household's one time zone.
+    version: 2,
+    sql: `
+      CREATE TABLE member_names (
+        role TEXT PRIMARY KEY CHECK (role IN ('child', 'parent')),
+        name TEXT NOT NULL,
+        set_at BIGINT NOT NULL
+      );
+
+      CREATE TABLE household_settings (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        time_zone TEXT NOT NULL,
+        set_at BIGINT NOT NULL
       );
     `,
   },
@@ -533,6 +552,49 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
         ),
       remove: (did) =>
         guarded('merchants.remove', async () => changed(await query('DELETE FROM merchants WHERE did = $1', [did]))),
+    },
+
+    profile: {
+      names: () =>
+        guarded('profile.names', async () =>
+          (
+            await query('SELECT role, name, set_at::float8 AS set_at FROM member_names ORDER BY role COLLATE "C"')
+          ).rows.map(toMemberName),
+        ),
+      setName: (record) =>
+        guarded('profile.setName', async () => {
+          await query(
+            `INSERT INTO member_names (role, name, set_at) VALUES ($1, $2, $3)
+             ON CONFLICT (role) DO UPDATE SET name = excluded.name, set_at = excluded.set_at`,
+            [roleSchema.parse(record.role), record.name, record.setAt],
+          );
+        }),
+      timeZone: () =>
+        guarded('profile.timeZone', async () =>
+          optional(
+            (await query('SELECT time_zone, set_at::float8 AS set_at FROM household_settings WHERE id = 1')).rows[0],
+            toTimeZone,
+          ),
+        ),
+      setTimeZone: (record) =>
+        guarded('profile.setTimeZone', async () => {
+          await query(
+            `INSERT INTO household_settings (id, time_zone, set_at) VALUES (1, $1, $2)
+             ON CONFLICT (id) DO UPDATE SET time_zone = excluded.time_zone, set_at = excluded.set_at`,
+            [record.timeZone, record.setAt],
+          );
+        }),
+      // The key decides the first writer: of several instances starting at once, the first zone stays.
+      initTimeZone: (record) =>
+        guarded('profile.initTimeZone', async () =>
+          changed(
+            await query(
+              `INSERT INTO household_settings (id, time_zone, set_at) VALUES (1, $1, $2)
+               ON CONFLICT (id) DO NOTHING`,
+              [record.timeZone, record.setAt],
+            ),
+          ),
+        ),
     },
   };
 }

@@ -12,9 +12,11 @@ import {
   toApproval,
   toCeremony,
   toCode,
+  toMemberName,
   toMerchant,
   toPasskey,
   toSession,
+  toTimeZone,
 } from './identity-rows';
 
 /**
@@ -230,6 +232,25 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
       list: () => guarded('merchants.list', () => statements.listMerchants.all().map(toMerchant)),
       remove: (did) => guarded('merchants.remove', () => statements.removeMerchant.run(did).changes === 1),
     },
+
+    profile: {
+      names: () => guarded('profile.names', () => statements.listNames.all().map(toMemberName)),
+      setName: (record) =>
+        guarded('profile.setName', () => {
+          statements.setName.run({ role: roleSchema.parse(record.role), name: record.name, setAt: record.setAt });
+        }),
+      timeZone: () => guarded('profile.timeZone', () => optional(statements.getTimeZone.get(), toTimeZone)),
+      setTimeZone: (record) =>
+        guarded('profile.setTimeZone', () => {
+          statements.setTimeZone.run({ timeZone: record.timeZone, setAt: record.setAt });
+        }),
+      // ON CONFLICT DO NOTHING: of two first starts at once, the first zone stays.
+      initTimeZone: (record) =>
+        guarded(
+          'profile.initTimeZone',
+          () => statements.initTimeZone.run({ timeZone: record.timeZone, setAt: record.setAt }).changes === 1,
+        ),
+    },
   };
 }
 
@@ -348,6 +369,21 @@ function prepareStatements(database: Database.Database) {
     getMerchant: database.prepare<[string]>('SELECT * FROM merchants WHERE did = ?'),
     listMerchants: database.prepare<[]>('SELECT * FROM merchants ORDER BY trusted_at, rowid'),
     removeMerchant: database.prepare<[string]>('DELETE FROM merchants WHERE did = ?'),
+
+    listNames: database.prepare<[]>('SELECT role, name, set_at FROM member_names ORDER BY role'),
+    setName: database.prepare(
+      `INSERT INTO member_names (role, name, set_at) VALUES (@role, @name, @setAt)
+       ON CONFLICT (role) DO UPDATE SET name = excluded.name, set_at = excluded.set_at`,
+    ),
+    getTimeZone: database.prepare<[]>('SELECT time_zone, set_at FROM household_settings WHERE id = 1'),
+    setTimeZone: database.prepare(
+      `INSERT INTO household_settings (id, time_zone, set_at) VALUES (1, @timeZone, @setAt)
+       ON CONFLICT (id) DO UPDATE SET time_zone = excluded.time_zone, set_at = excluded.set_at`,
+    ),
+    initTimeZone: database.prepare(
+      `INSERT INTO household_settings (id, time_zone, set_at) VALUES (1, @timeZone, @setAt)
+       ON CONFLICT (id) DO NOTHING`,
+    ),
   };
 }
 

@@ -2,7 +2,7 @@
 
 import { startAuthentication } from '@simplewebauthn/browser';
 import { type FormEvent, useCallback, useEffect, useState } from 'react';
-import { formatMoney } from './format';
+import { formatMoney, type MemberNames } from './format';
 import { identityCall } from './identity-call';
 import { passkeyProblem } from './passkey-problem';
 
@@ -32,9 +32,6 @@ interface Merchant {
   readonly name: string;
 }
 
-/** Who the allowance is for: the household has one child and keeps no names (docs/human-authority.md). */
-const child = 'your child';
-
 /** `31 Dec`, in the allowance's own zone. */
 function dayOf(seconds: number, timeZone: string): string {
   return new Date(seconds * 1000).toLocaleDateString('en-GB', { day: 'numeric', month: 'short', timeZone });
@@ -46,6 +43,38 @@ function centsOf(text: string): number | undefined {
   return Math.round(Number(text.trim()) * 100);
 }
 
+/**
+ * The last second of a date (`2027-01-03`) in the household's zone, in seconds since the epoch: an
+ * allowance "until 3 Jan" ends when 3 January ends where the household counts its days, not where
+ * this browser is.
+ */
+function endOfDayIn(date: string, timeZone: string): number {
+  const [year, month, day] = date.split('-').map(Number) as [number, number, number];
+  const wall = Date.UTC(year, month - 1, day, 23, 59, 59);
+  const format = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  // The zone's offset at an instant: what its clock reads then, read as UTC, minus the instant.
+  const offsetAt = (instant: number) => {
+    const parts = format.formatToParts(instant);
+    const field = (type: string) => Number(parts.find((part) => part.type === type)?.value);
+    return (
+      Date.UTC(field('year'), field('month') - 1, field('day'), field('hour'), field('minute'), field('second')) -
+      instant
+    );
+  };
+  // Twice: the offset at the first guess may differ from the one at the answer across a DST change.
+  const guess = wall - offsetAt(wall);
+  return Math.floor((wall - offsetAt(guess)) / 1000);
+}
+
 /** The local date 30 days ahead, as a date input wants it (`2027-01-02`). */
 function defaultUntil(): string {
   const date = new Date(Date.now() + 30 * 24 * 60 * 60 * 1000);
@@ -55,10 +84,24 @@ function defaultUntil(): string {
 /**
  * The parent window's "Standing allowances" (docs/human-authority.md "The window views"): the form
  * the parent signs with their passkey, and the list of allowances with what each has left, each
- * revocable after a confirmation. The zone is this browser's, stated in the form and signed in the
- * terms; the merchant's name is the one the household trusts it under.
+ * revocable after a confirmation. The zone is the household's, stated in the form and signed in the
+ * terms (the server refuses a form that showed another); the child is named as the household names
+ * them; the merchant's name is the one the household trusts it under.
  */
-export function AllowancesSection() {
+export function AllowancesSection({
+  members,
+  timeZone,
+  onStale,
+}: {
+  readonly members: MemberNames;
+  /** The household's zone, which the form shows and sends. */
+  readonly timeZone: string;
+  /** The household's profile changed since it was read (another window): read it again. */
+  readonly onStale: () => void;
+}) {
+  /** Who the allowance is for: the household's one child, by the name the parent gave, else "your child". */
+  const child = members.child ?? 'your child';
+  const Child = members.child ?? 'Your child';
   const [rows, setRows] = useState<readonly AllowanceRow[]>([]);
   const [merchants, setMerchants] = useState<readonly Merchant[]>([]);
   const [merchantDid, setMerchantDid] = useState('');
@@ -71,7 +114,6 @@ export function AllowancesSection() {
   const [busy, setBusy] = useState(false);
   const [confirming, setConfirming] = useState<string>();
   const [revokedHere, setRevokedHere] = useState<ReadonlySet<string>>(new Set());
-  const timeZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
   const load = useCallback(async () => {
     const answer = await identityCall<{ allowances: AllowanceRow[]; merchants: Merchant[] }>(
@@ -99,7 +141,7 @@ export function AllowancesSection() {
     const budgetCents = centsOf(budget);
     if (perOrderCapCents === undefined || budgetCents === undefined)
       return setProblem('Write each amount in dollars, such as 5 or 5.00.');
-    const expiresAt = Math.floor(new Date(`${until}T23:59:59`).getTime() / 1000);
+    const expiresAt = endOfDayIn(until, timeZone);
     setBusy(true);
     setProblem(undefined);
     setSigned(undefined);
@@ -113,7 +155,10 @@ export function AllowancesSection() {
           method: 'POST',
           body: { merchantDid, perOrderCapCents, budgetCents, period, timeZone, expiresAt },
         });
-        if (!begun.ok) return setProblem(begun.error);
+        if (!begun.ok) {
+          if (/household's is/.test(begun.error)) onStale();
+          return setProblem(begun.error);
+        }
         let response: Awaited<ReturnType<typeof startAuthentication>>;
         try {
           response = await startAuthentication({ optionsJSON: begun.value.options });
@@ -127,7 +172,7 @@ export function AllowancesSection() {
         if (!finished.ok) return setProblem(finished.error);
         const terms = begun.value.terms;
         setSigned(
-          `Allowance signed ✓ — ${child[0]?.toUpperCase()}${child.slice(1)} can order up to ${formatMoney(terms.perOrderCapCents)} at a time, ${formatMoney(terms.budgetCents)} a ${terms.period}, until ${dayOf(terms.expiresAt, terms.timeZone)}.`,
+          `Allowance signed ✓ — ${Child} can order up to ${formatMoney(terms.perOrderCapCents)} at a time, ${formatMoney(terms.budgetCents)} a ${terms.period}, until ${dayOf(terms.expiresAt, terms.timeZone)}.`,
         );
         await load();
       } finally {
@@ -162,7 +207,11 @@ export function AllowancesSection() {
       </h2>
       <form onSubmit={sign} aria-label="New allowance" className="mt-3 space-y-2 text-slate-800">
         <p>
-          Let <strong>{child}</strong> order from{' '}
+          Let{' '}
+          <strong>
+            <bdi>{child}</bdi>
+          </strong>{' '}
+          order from{' '}
           {merchants.length > 1 ? (
             <select
               aria-label="Merchant"
@@ -215,7 +264,9 @@ export function AllowancesSection() {
             <option value="day">day</option>
             <option value="week">week</option>
           </select>{' '}
-          <span className="text-slate-600">({timeZone})</span>
+          <span className="text-slate-600" title="The household's time zone, set under Your household">
+            ({timeZone})
+          </span>
         </p>
         <p>
           <label>
@@ -251,6 +302,7 @@ export function AllowancesSection() {
             <AllowanceItem
               key={row.allowanceId}
               row={row}
+              child={child}
               busy={busy}
               confirming={confirming === row.allowanceId}
               revokedHere={revokedHere.has(row.allowanceId)}
@@ -267,6 +319,7 @@ export function AllowancesSection() {
 
 function AllowanceItem({
   row,
+  child,
   busy,
   confirming,
   revokedHere,
@@ -275,6 +328,8 @@ function AllowanceItem({
   onKeep,
 }: {
   readonly row: AllowanceRow;
+  /** The child's name, or "your child". */
+  readonly child: string;
   readonly busy: boolean;
   readonly confirming: boolean;
   readonly revokedHere: boolean;
@@ -300,7 +355,7 @@ function AllowanceItem({
     >
       <div className="flex flex-wrap items-baseline justify-between gap-2">
         <p>
-          <strong>{terms.merchantName}</strong> · {child}
+          <strong>{terms.merchantName}</strong> · <bdi>{child}</bdi>
         </p>
         {live && (
           <p className="font-medium tabular-nums text-emerald-800">
@@ -326,7 +381,7 @@ function AllowanceItem({
       {live && confirming && (
         <div role="alertdialog" aria-label="Revoke this allowance?" className="mt-2 rounded-md bg-amber-50 p-2">
           <p className="text-amber-900">
-            Revoke {child}'s allowance at {terms.merchantName}? Orders will need your approval again.
+            Revoke <bdi>{child}</bdi>'s allowance at {terms.merchantName}? Orders will need your approval again.
           </p>
           <div className="mt-2 flex gap-2">
             <button

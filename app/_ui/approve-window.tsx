@@ -4,6 +4,7 @@ import { startAuthentication, startRegistration } from '@simplewebauthn/browser'
 import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
 import { AllowancesSection } from './allowances-section';
 import { GatedCallCard, type PendingCall } from './gated-call-card';
+import { type HouseholdProfile, HouseholdSection } from './household-section';
 import { identityCall } from './identity-call';
 import { passkeyProblem } from './passkey-problem';
 import { type PendingApproval, PendingApprovalCard } from './pending-approval-card';
@@ -39,6 +40,10 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
   const [problem, setProblem] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [code, setCode] = useState('');
+  /** Typed at the parent's enrollment: the names the household will call the parent and the child. */
+  const [enrolNames, setEnrolNames] = useState({ parent: '', child: '' });
+  /** The household's names and zone, read while signed in. */
+  const [household, setHousehold] = useState<HouseholdProfile>();
   /** Opened for one request: whether the server says it is waiting for this role (unknown until the first poll). */
   const [requestWaiting, setRequestWaiting] = useState<boolean>();
   const declinedHere = useRef(new Set<string>());
@@ -64,6 +69,19 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
   useEffect(() => {
     void loadSession();
   }, [loadSession]);
+
+  const loadHousehold = useCallback(async () => {
+    const answer = await call<HouseholdProfile>(`/api/identity/household?as=${role}`, { method: 'GET' });
+    if (answer.ok) setHousehold(answer.value);
+  }, [role]);
+
+  // The names and the zone, read at sign-in and every five seconds: the parent may change them in another window.
+  useEffect(() => {
+    if (!session?.signedIn) return undefined;
+    void loadHousehold();
+    const timer = setInterval(() => void loadHousehold(), 5000);
+    return () => clearInterval(timer);
+  }, [session?.signedIn, loadHousehold]);
 
   // While signed in, the pending list is fetched every second: a new request appears without a reload.
   useEffect(() => {
@@ -156,6 +174,16 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
         );
       }
       setNotice(`Enrolled as ${role} ✓`);
+      // The parent names the household at enrollment, now that their session can: a refusal leaves
+      // the enrollment as it is and says so; the names can be set again under "Your household".
+      const names = Object.fromEntries(
+        Object.entries(enrolNames).filter(([, name]) => name.trim() !== '' && role === 'parent'),
+      );
+      if (Object.keys(names).length > 0) {
+        const named = await call('/api/identity/household?as=parent', { method: 'POST', body: { names } });
+        if (!named.ok) setProblem(`The names were not saved: ${named.error}. Set them under "Your household".`);
+      }
+      setEnrolNames({ parent: '', child: '' });
       await loadSession();
     });
   };
@@ -194,6 +222,7 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
       setClosed([]);
       setCalls([]);
       setDecidedCalls([]);
+      setHousehold(undefined);
       setSession({ signedIn: false });
     });
 
@@ -266,12 +295,21 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
     });
 
   const title = role === 'child' ? "Child's approval window" : "Parent's approval window";
+  const myName = household?.members[role];
   return (
     <>
       <SiteHeader subtitle={title}>
         {session?.signedIn && (
           <div className="flex items-center gap-3 text-sm">
-            <span className="rounded-full bg-emerald-50 px-3 py-1 text-emerald-900">Signed in as {role}</span>
+            <span className="rounded-full bg-emerald-50 px-3 py-1 text-emerald-900">
+              {myName === undefined ? (
+                `Signed in as ${role}`
+              ) : (
+                <>
+                  Signed in as <bdi>{myName}</bdi> ({role})
+                </>
+              )}
+            </span>
             <button
               type="button"
               onClick={signOut}
@@ -323,6 +361,35 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
                 First time here?
               </h2>
               <form onSubmit={enrol} className="mt-2">
+                {role === 'parent' && (
+                  <div className="mb-3 grid grid-cols-[auto_1fr] items-center gap-2">
+                    <label htmlFor="enrol-parent-name" className="text-sm text-slate-700">
+                      Your name
+                    </label>
+                    <input
+                      id="enrol-parent-name"
+                      maxLength={40}
+                      autoComplete="given-name"
+                      value={enrolNames.parent}
+                      onChange={(event) => setEnrolNames((names) => ({ ...names, parent: event.target.value }))}
+                      className="rounded-md border border-slate-300 px-3 py-1"
+                    />
+                    <label htmlFor="enrol-child-name" className="text-sm text-slate-700">
+                      Your child's name
+                    </label>
+                    <input
+                      id="enrol-child-name"
+                      maxLength={40}
+                      autoComplete="off"
+                      value={enrolNames.child}
+                      onChange={(event) => setEnrolNames((names) => ({ ...names, child: event.target.value }))}
+                      className="rounded-md border border-slate-300 px-3 py-1"
+                    />
+                    <p className="col-span-2 text-sm text-slate-600">
+                      Optional: the windows say "the parent" and "your child" until you name them.
+                    </p>
+                  </div>
+                )}
                 <label htmlFor="enrol-code" className="block text-sm text-slate-700">
                   Enter the enrollment code printed in the terminal
                 </label>
@@ -430,7 +497,16 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
             </div>
           </section>
         )}
-        {session?.signedIn && role === 'parent' && request === undefined && <AllowancesSection />}
+        {session?.signedIn && role === 'parent' && request === undefined && household !== undefined && (
+          <>
+            <HouseholdSection profile={household} onSaved={setHousehold} />
+            <AllowancesSection
+              members={household.members}
+              timeZone={household.timeZone}
+              onStale={() => void loadHousehold()}
+            />
+          </>
+        )}
       </main>
     </>
   );

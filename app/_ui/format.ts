@@ -14,6 +14,9 @@ export function formatCountdown(milliseconds: number): string {
   return `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, '0')}`;
 }
 
+/** What the household calls its members (the parent sets them); a member without a name is absent. */
+export type MemberNames = Readonly<Partial<Record<'child' | 'parent', string>>>;
+
 /** `child` → `child's`, for "waiting for the child's passkey". */
 export function possessive(role: 'child' | 'parent'): string {
   return `${role}'s`;

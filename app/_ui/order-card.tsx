@@ -33,6 +33,7 @@ export function OrderCard({
   const required = approval?.requiredRoles ?? (order.totalCents > childOnlyLimitCents ? roles : ['child']);
   const approved = approval?.approvedRoles ?? [];
   const stillNeeded = required.filter((role) => !approved.includes(role));
+  const members = approval?.members ?? {};
 
   return (
     <article
@@ -67,10 +68,17 @@ export function OrderCard({
         <ul className="flex flex-wrap gap-x-6 gap-y-1">
           {roles.map((role) => (
             <li key={role}>
-              <span className="font-medium capitalize">{role}</span>{' '}
+              {members[role] === undefined ? (
+                <span className="font-medium capitalize">{role}</span>
+              ) : (
+                <span className="font-medium">
+                  <bdi>{members[role]}</bdi> ({role})
+                </span>
+              )}{' '}
               {role === 'parent' && approval?.allowance !== undefined ? (
                 <span className="text-emerald-800">
-                  covered by your parent's allowance ({formatMoney(approval.allowance.remainingCents)} left{' '}
+                  covered by {members.parent === undefined ? "your parent's" : 'their'} allowance (
+                  {formatMoney(approval.allowance.remainingCents)} left{' '}
                   {approval.allowance.period === 'day' ? 'today' : 'this week'})
                 </span>
               ) : !required.includes(role) ? (
@@ -112,7 +120,9 @@ function OrderStatus({
         <ul className="mt-2 space-y-1">
           {stillNeeded.map((role) => (
             <li key={role} className="text-slate-800">
-              Waiting for the {possessive(role)} passkey in the{' '}
+              Waiting for{' '}
+              {approval.members?.[role] === undefined ? `the ${possessive(role)}` : `${approval.members[role]}'s`}{' '}
+              passkey in the{' '}
               <a
                 className="text-sky-800 underline underline-offset-2"
                 href={approval.approveUrls[role] ?? `/approve?as=${role}`}

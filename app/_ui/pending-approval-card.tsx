@@ -1,6 +1,6 @@
 'use client';
 
-import { formatCountdown, formatMoney, showSignedText } from './format';
+import { formatCountdown, formatMoney, type MemberNames, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
 import { hasHiddenCharacters, SignedText } from './signed-text';
 import { useNow } from './use-now';
@@ -24,6 +24,8 @@ export interface PendingApproval {
   readonly expiresAt: string;
   /** The parent's standing allowance that stands in for the parent on this order. */
   readonly allowance?: { readonly period: 'day' | 'week'; readonly remainingCents: number };
+  /** What the household calls its members (set in the parent's window). */
+  readonly members?: MemberNames;
 }
 
 /**
@@ -58,12 +60,23 @@ export function PendingApprovalCard({
   const hidden = [terms.merchantName, terms.deliverTo, ...terms.items.map((item) => item.name)].some(
     hasHiddenCharacters,
   );
+  const members = approval.members ?? {};
+  // The child's passkey over this invoice is the child's ask: the parent's window says who asks once it is there.
+  const childAsks = role === 'parent' && approval.approvedRoles.includes('child');
 
   return (
     <article
       aria-label={`Order from ${showSignedText(terms.merchantName)} for ${formatMoney(terms.totalCents)}`}
       className={`rounded-xl border bg-white p-4 shadow-sm ${actionable ? 'border-sky-300' : 'border-slate-200'}`}
     >
+      {childAsks && (
+        <p className="mb-2 text-slate-800">
+          <strong>
+            <bdi>{members.child ?? 'Your child'}</bdi>
+          </strong>{' '}
+          asks to order from <SignedText text={terms.merchantName} />.
+        </p>
+      )}
       <SignedTerms
         title={
           <h3 className="text-lg font-semibold">
@@ -83,11 +96,14 @@ export function PendingApprovalCard({
         <dt className="text-slate-600">Also approving</dt>
         <dd>
           {others.length === 0 && approval.allowance !== undefined
-            ? `nobody else — covered by your parent's allowance (${formatMoney(approval.allowance.remainingCents)} left ${approval.allowance.period === 'day' ? 'today' : 'this week'})`
+            ? `nobody else — covered by ${members.parent === undefined ? "your parent's" : `${members.parent}'s`} allowance (${formatMoney(approval.allowance.remainingCents)} left ${approval.allowance.period === 'day' ? 'today' : 'this week'})`
             : others.length === 0
               ? `nobody else — under ${formatMoney(1000)} the ${role} alone approves`
               : others
-                  .map((other) => `the ${other} (${approval.approvedRoles.includes(other) ? 'approved ✓' : 'waiting'})`)
+                  .map(
+                    (other) =>
+                      `${members[other] === undefined ? '' : `${members[other]}, `}the ${other} (${approval.approvedRoles.includes(other) ? 'approved ✓' : 'waiting'})`,
+                  )
                   .join(', ')}
         </dd>
         {closed === undefined && !expired && (

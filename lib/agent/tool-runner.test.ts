@@ -24,6 +24,7 @@ function fakeApprovals() {
     requiredRoles: ['child', 'parent'],
     approvedRoles: [],
     expiresAt: '2030-01-01T00:05:00.000Z',
+    members: { child: 'Sam' },
   };
   const waits: AbortSignal[] = [];
   let waited: () => void = () => undefined;
@@ -111,6 +112,8 @@ describe('awaitApproval', () => {
     expect(emitted[0]).toMatchObject({
       invoiceId: 'inv-1',
       approveUrls: { child: 'http://localhost:3000/approve?as=child' },
+      // The household's name for the child reaches the chat's card with the request.
+      members: { child: 'Sam' },
     });
   });
 });

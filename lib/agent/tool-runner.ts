@@ -175,6 +175,7 @@ async function emitApproval(context: TurnContext, approvalId: string): Promise<v
     approveUrls: context.session.approveUrls.get(approvalId) ?? {},
     ...(view.reason === undefined ? {} : { reason: view.reason }),
     ...(view.allowance === undefined ? {} : { allowance: view.allowance }),
+    members: view.members,
   });
 }
 

@@ -48,6 +48,8 @@ export type ChatEventBody =
         readonly period: 'day' | 'week';
         readonly remainingCents: number;
       };
+      /** What the household calls its members (set in the parent's window); a member without a name is absent. */
+      readonly members?: Readonly<Partial<Record<'child' | 'parent', string>>>;
     }
   | {
       readonly type: 'receipt';

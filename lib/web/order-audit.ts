@@ -6,6 +6,8 @@ import {
   type Household,
   type IdentityStore,
   invoiceHashOf,
+  type MemberNames,
+  memberNamesOf,
   parseCanonicalTerms,
   type Role,
   type VerifiedCredential,
@@ -142,14 +144,19 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
     return { link: link({ verified: true }), terms };
   }
 
-  async function approvalLink(record: ApprovalRecord, role: Role, approval: string): Promise<AuditLink> {
+  async function approvalLink(
+    record: ApprovalRecord,
+    member: { readonly role: Role; readonly name?: string | undefined },
+    approval: string,
+  ): Promise<AuditLink> {
+    const { role } = member;
     const claims = claimsOf(approval);
     const passkey = claims?.passkey as { credentialId?: unknown } | undefined;
     const credentialId = typeof passkey?.credentialId === 'string' ? passkey.credentialId : '';
     const enrolled = credentialId === '' ? undefined : await store.passkeys.get(credentialId);
     const link = (check: LinkCheck, signer: string): AuditLink => ({
       step: 'approval',
-      title: `The ${role}'s approval with a passkey`,
+      title: `${whose(member)} approval with a passkey`,
       signer,
       binds: [
         { label: 'role', value: role },
@@ -188,7 +195,7 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
    * parent's passkey over the terms' hash with SimpleWebAuthn) and must be for this order's
    * merchant and child, within its per-order cap.
    */
-  async function allowanceLink(record: ApprovalRecord): Promise<AuditLink | undefined> {
+  async function allowanceLink(record: ApprovalRecord, parentName: string | undefined): Promise<AuditLink | undefined> {
     if (options.log === undefined || options.allowances === undefined || record.approvals.parent !== undefined)
       return undefined;
     const spent = (await options.log.forOrder(record.invoiceId)).find(
@@ -203,7 +210,7 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
     const per = terms?.period === 'week' ? 'a week' : 'a day';
     const link = (check: LinkCheck): AuditLink => ({
       step: 'allowance',
-      title: "The parent's standing allowance, in place of the parent's approval",
+      title: `${whose({ role: 'parent', name: parentName })} standing allowance, in place of the parent's approval`,
       signer: household.adminDid,
       binds: [
         { label: 'allowance id', value: allowanceId },
@@ -325,12 +332,15 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
       const links: AuditLink[] = [];
       const pending: string[] = [];
       links.push((await termsLink(record, head.merchantName)).link);
+      // The household's names label the steps; the role each credential binds is what verifies.
+      const members: MemberNames = await memberNamesOf(store.profile);
       for (const role of record.requiredRoles) {
         const approval = record.approvals[role];
-        if (approval === undefined) pending.push(`the ${role}'s approval`);
-        else links.push(await approvalLink(record, role, approval));
+        const member = { role, name: members[role] };
+        if (approval === undefined) pending.push(`${whose(member).replace(/^The /, 'the ')} approval`);
+        else links.push(await approvalLink(record, member, approval));
       }
-      const allowance = await allowanceLink(record);
+      const allowance = await allowanceLink(record, members.parent);
       if (allowance !== undefined) links.push(allowance);
       if (record.receipt === undefined) pending.push('the payment receipt');
       else links.push(await receiptLink(record, record.receipt));
@@ -339,6 +349,11 @@ export function createOrderAudit(options: OrderAuditOptions): OrderAudit {
       return { ...head, links, pending, checkedAt: clock().toISOString() };
     },
   };
+}
+
+/** "Sam's (the child's)" with a name the household set, else "The child's". */
+function whose(member: { readonly role: Role; readonly name?: string | undefined }): string {
+  return member.name === undefined ? `The ${member.role}'s` : `${member.name}'s (the ${member.role}'s)`;
 }
 
 /** Verifies a credential with Veramo at its issue time, then the order's bindings on its verified claims. */

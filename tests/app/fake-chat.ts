@@ -116,6 +116,8 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
       allowanceOptions: unused,
       allowanceVerify: unused,
       allowanceRevoke: unused,
+      household: unused,
+      householdUpdate: unused,
       signOut: unused,
     },
     // No token: the endpoint must answer 404 without touching the gateway.

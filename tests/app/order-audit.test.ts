@@ -176,4 +176,23 @@ describe('the order audit', () => {
       'the delivery commitment',
     ]);
   });
+
+  it("labels each step with the household's name for the member, beside the role the credential binds", async () => {
+    await household.runtime.identity.store.identity.profile.setName({ role: 'child', name: 'Sam', setAt: 1 });
+    const view = await audit.auditOrder(invoiceId);
+    expect(checks(view)?.every(([, check]) => check === 'verified')).toBe(true);
+    expect(view?.links.filter((link) => link.step === 'approval').map((link) => [link.title, link.binds[0]])).toEqual([
+      ["Sam's (the child's) approval with a passkey", { label: 'role', value: 'child' }],
+      ["The parent's approval with a passkey", { label: 'role', value: 'parent' }],
+    ]);
+    const { invoice, invoiceId: waiting } = (await household.invoice([{ sku: 'large-pepperoni', qty: 1 }])) as {
+      invoice: string;
+      invoiceId: string;
+    };
+    await household.call('request_approval', { invoice }, 'request approval');
+    expect((await audit.auditOrder(waiting))?.pending.slice(0, 2)).toEqual([
+      "Sam's (the child's) approval",
+      "the parent's approval",
+    ]);
+  });
 });

@@ -4,10 +4,12 @@ import { type AppServer, startAppServer } from './support/app-server';
 import { approve, enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from './support/browser';
 
-// Issue 29 "Standing allowances" in a real browser: the parent signs $10.00 a day at Main Street
+// Issue 29 "Standing allowances" in a real browser: the parent, who named the household at
+// enrollment (Alex, and the child Sam), sets its time zone and signs $10.00 a day at Main Street
 // Pizza with the passkey in the parent window; two $4.00 slices then need only the child's passkey
 // (the parent window gets no request, the chat's card says what the allowance leaves), the third
 // that day asks the parent again, and after the parent revokes, the next one asks the parent too.
+// The windows, the chat's card and the audit page call the members by their names.
 let app: AppServer;
 const browsers: E2eBrowser[] = [];
 let chat: Page;
@@ -38,7 +40,7 @@ beforeAll(async () => {
   child = await childBrowser.page();
   parent = await parentBrowser.page();
   await enrol(child, app, 'child');
-  await enrol(parent, app, 'parent');
+  await enrol(parent, app, 'parent', { parent: 'Alex', child: 'Sam' });
   await chat.goto(app.origin);
   await chat.locator('#chat-input:not([readonly])').waitFor();
 });
@@ -49,21 +51,47 @@ afterAll(async () => {
 });
 
 describe('a standing allowance in the windows', () => {
+  it("the parent sets the household's time zone, which the allowance form then shows", async () => {
+    await parent.bringToFront();
+    const household = parent.getByRole('form', { name: 'Household' });
+    expect(await household.getByLabel('Your name').inputValue()).toBe('Alex');
+    expect(await household.getByLabel("Your child's name").inputValue()).toBe('Sam');
+    await household.getByLabel('Time zone').selectOption('Europe/Paris');
+    await household.getByRole('button', { name: 'Save' }).click();
+    await parent.getByText('Saved ✓').waitFor();
+    await parent.getByRole('form', { name: 'New allowance' }).getByText('(Europe/Paris)').waitFor();
+    // The child's window names the child too (it reads the names every five seconds).
+    await child.getByText('Signed in as Sam (child)').waitFor();
+    await screenshot(parent, 'allowance-household');
+  });
+
   it('the parent signs $10.00 a day at Main Street Pizza with the passkey', async () => {
     await parent.bringToFront();
     const form = parent.getByRole('form', { name: 'New allowance' });
     await form.getByText('without asking you').waitFor();
+    expect(await form.locator('p').first().textContent()).toBe(
+      'Let Sam order from Main Street Pizza without asking you',
+    );
     await screenshot(parent, 'allowance-form');
     expect(await seriousViolations(parent)).toEqual([]);
     await form.getByLabel('Per-order cap in dollars').fill('5.00');
     await form.getByLabel('Budget in dollars').fill('10.00');
     await form.getByLabel('Period').selectOption('day');
+    // The end is the last second of the chosen day in the household's zone (Paris), not the browser's (UTC).
+    const [year, month, day] = (await form.getByLabel('Until').inputValue()).split('-').map(Number) as number[];
+    const until = new Date(Date.UTC(year ?? 0, (month ?? 1) - 1, day)).toLocaleDateString('en-GB', {
+      day: 'numeric',
+      month: 'short',
+      timeZone: 'UTC',
+    });
     await form.getByRole('button', { name: 'Sign with passkey' }).click();
     await parent
-      .getByText(/^Allowance signed ✓ — Your child can order up to \$5\.00 at a time, \$10\.00 a day, until /)
+      .getByText(`Allowance signed ✓ — Sam can order up to $5.00 at a time, $10.00 a day, until ${until}.`)
       .waitFor();
     const row = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' });
     await row.getByText('$10.00 left today').waitFor();
+    await row.getByText('Main Street Pizza · Sam').waitFor();
+    await row.getByText('(Europe/Paris)', { exact: false }).waitFor();
     await screenshot(parent, 'allowance-signed');
   });
 
@@ -73,8 +101,12 @@ describe('a standing allowance in the windows', () => {
       [1, '$2.00'],
     ] as const) {
       const card = await orderSlice(index);
-      await card.getByText(`covered by your parent's allowance (${left} left today)`).waitFor();
+      await card.getByText(`covered by their allowance (${left} left today)`).waitFor();
+      await card.getByText('Alex (parent)').waitFor();
       expect(await card.getByText('○ waiting').count()).toBe(1);
+      await card.getByText('Sam (child)').waitFor();
+      await card.getByText(/Waiting for Sam's passkey in the/).waitFor();
+      await child.getByText(`nobody else — covered by Alex's allowance (${left} left today)`).waitFor();
       if (index === 0) {
         await screenshot(chat, 'allowance-card');
         await screenshot(child, 'allowance-child-window');
@@ -105,6 +137,8 @@ describe('a standing allowance in the windows', () => {
     expect(await link.getAttribute('data-verified')).toBe('yes');
     await link.getByText('$6.00', { exact: true }).waitFor();
     await link.getByText('up to $5.00').waitFor();
+    await link.getByText("Alex's (the parent's) standing allowance, in place of the parent's approval").waitFor();
+    await audit.getByText("Sam's (the child's) approval with a passkey").waitFor();
     await screenshot(audit, 'allowance-audit');
     await audit.close();
   });
@@ -112,9 +146,12 @@ describe('a standing allowance in the windows', () => {
   it('the third slice that day asks the parent again', async () => {
     const card = await orderSlice(2);
     await card.getByText('○ waiting').nth(1).waitFor();
-    expect(await card.getByText(/covered by your parent's allowance/).count()).toBe(0);
+    expect(await card.getByText(/covered by .* allowance/).count()).toBe(0);
     await approve(child);
     await parent.getByRole('button', { name: 'Approve with passkey' }).waitFor();
+    const asking = parent.getByRole('article', { name: /Order from Main Street Pizza/ });
+    await asking.getByText('Sam asks to order from Main Street Pizza.').waitFor();
+    await asking.getByText('Sam, the child (approved ✓)').waitFor();
     await screenshot(parent, 'allowance-third-asks-parent');
     await approve(parent);
     await receipts()
@@ -129,7 +166,7 @@ describe('a standing allowance in the windows', () => {
     await row.getByRole('button', { name: 'Revoke' }).click();
     const confirm = row.getByRole('alertdialog');
     await confirm
-      .getByText("Revoke your child's allowance at Main Street Pizza? Orders will need your approval again.")
+      .getByText("Revoke Sam's allowance at Main Street Pizza? Orders will need your approval again.")
       .waitFor();
     await screenshot(parent, 'allowance-revoke-confirm');
     await confirm.getByRole('button', { name: 'Revoke' }).click();
@@ -138,7 +175,7 @@ describe('a standing allowance in the windows', () => {
     await screenshot(parent, 'allowance-revoked');
 
     const card = await orderSlice(3);
-    expect(await card.getByText(/covered by your parent's allowance/).count()).toBe(0);
+    expect(await card.getByText(/covered by .* allowance/).count()).toBe(0);
     await approve(child);
     await parent.getByRole('button', { name: 'Approve with passkey' }).waitFor();
     await screenshot(chat, 'allowance-after-revoke');

@@ -39,14 +39,25 @@ async function call(
   return { status: response.status, json: (await response.json()) as Record<string, unknown> & { error?: string } };
 }
 
-/** Both members enrolled; their cookies. */
+/** The parent sets the household's time zone in the window: the zone the form shows and the terms state. */
+async function setZone(cookie: string, timeZone: string) {
+  const set = await call(handlers.householdUpdate, '/api/identity/household?as=parent', {
+    body: { timeZone },
+    cookie,
+  });
+  expect(set, set.json.error).toMatchObject({ status: 200, json: { timeZone } });
+}
+
+/** Both members enrolled, the household in Paris; their cookies. */
 async function members() {
   const parent = await h.enrol('parent');
   const child = await h.enrol('child');
+  const parentCookie = `${sessionCookieName('parent')}=${parent.session.token}`;
+  await setZone(parentCookie, 'Europe/Paris');
   return {
     parent,
     child,
-    parentCookie: `${sessionCookieName('parent')}=${parent.session.token}`,
+    parentCookie,
     childCookie: `${sessionCookieName('child')}=${child.session.token}`,
   };
 }
@@ -141,6 +152,7 @@ describe('the parent signs a standing allowance in the window', () => {
 
   it("counts the day in the terms' zone, not the server's", async () => {
     const { parent, parentCookie } = await members();
+    await setZone(parentCookie, 'America/Los_Angeles');
     // 2026-06-01T10:00Z is 03:00 in Los Angeles.
     const { begun } = await sign(
       parentCookie,
@@ -173,7 +185,14 @@ describe('refusals: a clear 4xx, nothing stored', () => {
   it.each([
     ['an unknown merchant', { merchantDid: 'did:key:z6MkNotTrusted' }, 400, /not one the household trusts/],
     ['a cap over the budget', { perOrderCapCents: 1500 }, 400, /per-order cap is at most the budget/],
-    ['a zone that is not one', { timeZone: 'Mars/Olympus' }, 400, /IANA time zone/],
+    // The form states the zone it showed: another than the household's (a stale form) is refused.
+    [
+      "a zone other than the household's",
+      { timeZone: 'America/New_York' },
+      409,
+      /the form shows the time zone America\/New_York, but the household's is Europe\/Paris; look at the form again/,
+    ],
+    ['a zone that is not one', { timeZone: 'Mars/Olympus' }, 409, /the household's is Europe\/Paris/],
     ['an end in the past', { expiresAt: 1 }, 400, /ends after it starts/],
     ['a period other than day or week', { period: 'month' }, 400, /period/],
     ['a field the form has no place for', { childDid: 'did:key:z6MkOther' }, 400, /childDid/],

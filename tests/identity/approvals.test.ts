@@ -352,6 +352,30 @@ describe('the model cannot trust a merchant, enrol a passkey or choose a role', 
   });
 });
 
+describe("the model cannot name a member or set the household's time zone", () => {
+  it('offers no tool for it, call_tool refuses every name it might try, and a smuggled name is refused', async () => {
+    const zone = await harness.householdStore.identity.profile.timeZone();
+    for (const query of ['name member rename child parent display name', 'household time zone settings']) {
+      const found = await searchNames(client, query, 20);
+      expect(found.every((name) => ['request_approval', 'await_approval', 'record_fulfillment'].includes(name))).toBe(
+        true,
+      );
+    }
+    for (const name of ['set_member_name', 'rename_member', 'set_time_zone', 'update_household']) {
+      const result = await callTool(client, name, { names: { child: 'Mum' }, timeZone: 'Asia/Tokyo' });
+      expect(result.isError, name).toBe(true);
+    }
+    const smuggled = await callTool(client, 'request_approval', {
+      invoice: await invoice(400),
+      names: { child: 'Mum' },
+      timeZone: 'Asia/Tokyo',
+    });
+    expect(smuggled.isError).toBe(true);
+    expect(await harness.householdStore.identity.profile.names()).toEqual([]);
+    expect(await harness.householdStore.identity.profile.timeZone()).toStrictEqual(zone);
+  });
+});
+
 describe('record_fulfillment', () => {
   it('completes a settled order once, against the merchant that signed its invoice and the payment made', async () => {
     const child = await harness.enrol('child');

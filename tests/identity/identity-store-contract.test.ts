@@ -378,6 +378,29 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       expect(await merchants.get(shop.did)).toBeUndefined();
     });
 
+    it('profile: names by role, set and replaced, in role order; the zone set once by init, replaced by set', async () => {
+      const { profile } = await store();
+      expect(await profile.names()).toEqual([]);
+      expect(await profile.timeZone()).toBeUndefined();
+      await profile.setName({ role: 'parent', name: 'Alex', setAt: t0 });
+      await profile.setName({ role: 'child', name: 'Zoé 山田', setAt: t0 + 1 });
+      await profile.setName({ role: 'parent', name: 'Alexandra', setAt: t0 + 2 });
+      expect(await profile.names()).toStrictEqual([
+        { role: 'child', name: 'Zoé 山田', setAt: t0 + 1 },
+        { role: 'parent', name: 'Alexandra', setAt: t0 + 2 },
+      ]);
+      await expect(profile.setName({ role: 'admin' as never, name: 'Eve', setAt: t0 })).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      expect(await profile.initTimeZone({ timeZone: 'Europe/Paris', setAt: t0 })).toBe(true);
+      expect(await profile.initTimeZone({ timeZone: 'UTC', setAt: t0 + 1 })).toBe(false);
+      expect(await profile.timeZone()).toStrictEqual({ timeZone: 'Europe/Paris', setAt: t0 });
+      await profile.setTimeZone({ timeZone: 'America/Los_Angeles', setAt: t0 + 2 });
+      expect(await profile.timeZone()).toStrictEqual({ timeZone: 'America/Los_Angeles', setAt: t0 + 2 });
+      expect(await profile.initTimeZone({ timeZone: 'UTC', setAt: t0 + 3 })).toBe(false);
+      expect((await profile.timeZone())?.timeZone).toBe('America/Los_Angeles');
+    });
+
     it('wraps a driver fault in IdentityError store-failed with the cause kept', async () => {
       const location = await kind.location();
       const broken = await kind.open(location);
@@ -515,6 +538,18 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
         reason: `decider-${winner}`,
         updatedAt: t0 + winner,
       });
+    });
+
+    it("keeps one zone among twenty concurrent first starts, and the other handle reads the parent's names", async () => {
+      const handles = await shared();
+      const zones = ['Europe/Paris', 'Asia/Tokyo', 'America/New_York', 'UTC'];
+      const outcomes = await race(handles, 20, (store, index) =>
+        store.profile.initTimeZone({ timeZone: zones[index % zones.length] ?? 'UTC', setAt: t0 + index }),
+      );
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      expect((await handles[1]?.identity.profile.timeZone())?.timeZone).toBe(zones[outcomes.indexOf(true) % 4]);
+      await handles[0]?.identity.profile.setName({ role: 'child', name: 'Sam', setAt: t0 });
+      expect(await handles[1]?.identity.profile.names()).toStrictEqual([{ role: 'child', name: 'Sam', setAt: t0 }]);
     });
 
     it('pins a merchant once among ten concurrent adds with different keys', async () => {

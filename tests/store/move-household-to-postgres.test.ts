@@ -117,9 +117,16 @@ describe.skipIf(!postgresAvailable)('npm run household -- move-to-postgres', () 
       'pay charge invoice payment',
     );
     expect(charged.json, textOf(charged.result)).toMatchObject({ status: 'succeeded' });
+    // The parent named both members and set the household's zone (issue 29): they move too.
+    const profile = runtime.identity.store.identity.profile;
+    await profile.setName({ role: 'parent', name: 'Alex', setAt: 1_750_000_000_000 });
+    await profile.setName({ role: 'child', name: 'Zoé', setAt: 1_750_000_000_001 });
+    await profile.setTimeZone({ timeZone: 'Europe/Paris', setAt: 1_750_000_000_002 });
     await household.close();
 
     const before = sqliteCounts(join(dataDir, 'household.sqlite'));
+    expect(before.member_names).toBe(2);
+    expect(before.household_settings).toBe(1);
     expect(before.audit_log).toBeGreaterThan(5);
     expect(before.payments).toBe(1);
     expect(before.passkeys).toBe(2);
@@ -145,6 +152,14 @@ describe.skipIf(!postgresAvailable)('npm run household -- move-to-postgres', () 
     const identity = await openIdentity(env, { store: await openHouseholdStore(householdStoreLocation(env)) });
     try {
       expect(identity.household.adminDid).toBe(adminDid);
+      expect(await identity.store.identity.profile.names()).toStrictEqual([
+        { role: 'child', name: 'Zoé', setAt: 1_750_000_000_001 },
+        { role: 'parent', name: 'Alex', setAt: 1_750_000_000_000 },
+      ]);
+      expect(await identity.store.identity.profile.timeZone()).toStrictEqual({
+        timeZone: 'Europe/Paris',
+        setAt: 1_750_000_000_002,
+      });
     } finally {
       identity.close();
     }

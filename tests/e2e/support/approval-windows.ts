@@ -10,13 +10,24 @@ export interface Household {
   readonly codes: Readonly<Partial<Record<'child' | 'parent', string>>>;
 }
 
-/** Enrols `role` in its approval window with the printed code, through a real passkey ceremony. */
-export async function enrol(page: Page, household: Household, role: 'child' | 'parent'): Promise<void> {
+/**
+ * Enrols `role` in its approval window with the printed code, through a real passkey ceremony; the
+ * parent may name the household's members in the same form (`names`).
+ */
+export async function enrol(
+  page: Page,
+  household: Household,
+  role: 'child' | 'parent',
+  names: { readonly parent?: string; readonly child?: string } = {},
+): Promise<void> {
   await page.bringToFront();
   await page.goto(`${household.origin}/approve?as=${role}`);
+  if (names.parent !== undefined) await page.getByLabel('Your name').fill(names.parent);
+  if (names.child !== undefined) await page.getByLabel("Your child's name").fill(names.child);
   await page.getByLabel('Enter the enrollment code printed in the terminal').fill(household.codes[role] ?? '');
   await page.getByRole('button', { name: 'Register a passkey' }).click();
-  await page.getByText(`Signed in as ${role}`).waitFor();
+  const name = role === 'parent' ? names.parent : names.child;
+  await page.getByText(name === undefined ? `Signed in as ${role}` : `Signed in as ${name} (${role})`).waitFor();
 }
 
 /** Approves the pending request with the window's passkey and waits for the confirmation. */
