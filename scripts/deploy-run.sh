@@ -286,21 +286,26 @@ run_order_spec() {
   grep -q . "$work/order-results" || fail "the order spec ran no test"
 }
 
+# The PostgreSQL stack's container ids by service, looked up once in its checks (each
+# docker-compose v1 call takes a second or two on a busy machine; podman's own are quicker).
+declare -A container=()
+
 # The address a compose service's container has on one of the project's networks.
 address_on() {
-  local id
-  id="$("${COMPOSE[@]}" ps -q "$1")"
-  podman inspect --format "{{(index .NetworkSettings.Networks \"${PROJECT}_$2\").IPAddress}}" "$id"
+  podman inspect --format "{{(index .NetworkSettings.Networks \"${PROJECT}_$2\").IPAddress}}" "${container[$1]}"
 }
+
+# A service's log, its output and its errors (what `docker-compose logs` shows).
+log_of() { podman logs "${container[$1]}" 2>&1; }
 
 # How many requests nginx's log (deploy/nginx-postgres.conf) shows answered by an upstream address.
 served_by() {
-  "${COMPOSE[@]}" logs --no-color proxy | grep -cE "upstream=${1//./\\.}:3000$" || true
+  log_of proxy | grep -cE "upstream=${1//./\\.}:3000$" || true
 }
 
 # What the PostgreSQL stack's database answers to one query (psql over its socket, unaligned).
 database() {
-  podman exec "$("${COMPOSE[@]}" ps -q postgres)" \
+  podman exec "${container[postgres]}" \
     psql --no-psqlrc --host /var/run/postgresql --username household --dbname household -tA -c "$1"
 }
 
@@ -572,8 +577,9 @@ wait_healthy shop 120
 
 # ---------------------------------------------------------------------------------------------
 begin_step "pg checks"
+for service in "${SERVICES[@]}"; do container[$service]="$("${COMPOSE[@]}" ps -q "$service")"; done
 for service in "${SERVICES[@]}"; do
-  ports="$(podman port "$("${COMPOSE[@]}" ps -q "$service")")"
+  ports="$(podman port "${container[$service]}")"
   if [ "$service" = proxy ]; then
     [ "$ports" = "3000/tcp -> 127.0.0.1:3000" ] || fail "nginx publishes $ports, not only 127.0.0.1:3000"
   else
@@ -583,7 +589,7 @@ done
 say "✓ published: nginx's 127.0.0.1:3000 only (PostgreSQL, both app instances and the shop: none)"
 
 # PostgreSQL has no network but its own loopback, and listens there only (its socket is the way in).
-postgres_id="$("${COMPOSE[@]}" ps -q postgres)"
+postgres_id="${container[postgres]}"
 [ "$(podman inspect --format '{{.HostConfig.NetworkMode}}' "$postgres_id")" = none ] \
   || fail "the postgres container has a network"
 interfaces="$(podman exec "$postgres_id" ls /sys/class/net | tr '\n' ' ')"
@@ -617,8 +623,8 @@ say "✓ /api/health (hybrid) 4 times, /, /approve?as=child and /approve?as=pare
 
 # One household: app-a made it and printed both codes; app-b, on the same database, found it and
 # its live codes, and printed none.
-log_a="$("${COMPOSE[@]}" logs --no-color app-a)"
-log_b="$("${COMPOSE[@]}" logs --no-color app-b)"
+log_a="$(log_of app-a)"
+log_b="$(log_of app-b)"
 for role in child parent; do
   grep -qE "Enrollment code for $role: $role-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}" <<<"$log_a" \
     || fail "app-a's log shows no enrollment code for $role"
@@ -656,7 +662,7 @@ say "✓ one household: app-a printed both codes, app-b printed none (both still
 shop_a="$(address_on app-a shop)"
 shop_b="$(address_on app-b shop)"
 waited=0
-until shop_log="$("${COMPOSE[@]}" logs --no-color shop)" \
+until shop_log="$(log_of shop)" \
   && grep -q "\"event\":\"client-connected\",\"address\":\"$shop_a\"" <<<"$shop_log" \
   && grep -q "\"event\":\"client-connected\",\"address\":\"$shop_b\"" <<<"$shop_log"; do
   waited=$((waited + 1))
@@ -683,7 +689,7 @@ order_b=$(($(served_by "$address_b") - before_b))
   || fail "the database does not hold exactly one succeeded charge"
 say "✓ a whole \$15 order in Chromium through nginx: app-a answered $order_a of its requests, app-b $order_b; app-a's codes enrolled both passkeys; one succeeded charge"
 for service in "${SERVICES[@]}"; do
-  restarts="$(podman inspect --format '{{.RestartCount}}' "$("${COMPOSE[@]}" ps -q "$service")")"
+  restarts="$(podman inspect --format '{{.RestartCount}}' "${container[$service]}")"
   [ "$restarts" = 0 ] || fail "$service restarted $restarts times during the run"
 done
 say "✓ no container restarted"
