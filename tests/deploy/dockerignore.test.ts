@@ -131,14 +131,14 @@ describe('.dockerignore', () => {
     }
   });
 
-  it("sends none of the deploy harness's own files, so editing them never rebuilds the app's `COPY . .` layer", () => {
+  it("sends none of the deploy harness's own files and no README, so editing them never rebuilds the app's `COPY . .` layer", () => {
     const sent = buildContextFiles(root);
     const harnessFiles = sent.filter(
       (path) =>
         /^deploy\/[^/]+\.(yml|conf)$/.test(path) ||
-        path === 'deploy/README.md' ||
         path.startsWith('deploy/standins/') ||
-        /^scripts\/deploy-[^/]+\.sh$/.test(path),
+        /^scripts\/deploy-[^/]+\.sh$/.test(path) ||
+        /(^|\/)README\.md$/.test(path),
     );
     expect(harnessFiles).toEqual([]);
     // Each kind is there in the tree, so the filter above looks at real files.
@@ -146,6 +146,8 @@ describe('.dockerignore', () => {
       'deploy/docker-compose.postgres.yml',
       'deploy/nginx-postgres.conf',
       'deploy/README.md',
+      'README.md',
+      'shop-agent/README.md',
       'deploy/standins/standins.Containerfile',
       'scripts/deploy-run.sh',
     ]) {
