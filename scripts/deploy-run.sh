@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The Docker showcase, run for real (issue 27): builds both images of deploy/ in a container
-# engine, runs deploy/docker-compose.yml with it, and orders a pizza through the published port.
+# engine, runs deploy/docker-compose.yml with it, and orders a pizza through the published port;
+# then runs deploy/docker-compose.postgres.yml with the same images (issue 28: PostgreSQL, two app
+# instances behind nginx) and orders through its one published port too.
 # CI runs it from .ci/run; its steps are documented in deploy/README.md ("What CI proves").
 #
 #   1. engine        Debian's podman (rootful, runc), docker-compose v1, debootstrap; a config of
 #                    this harness's own (storage, rlimits, runtime, networks) under $DEPLOY_STATE
-#   2. base images   stand-ins for node:20-bookworm(-slim) and python:3.11-slim-bookworm, built
-#                    from Debian's packages (deploy/standins/standins.Containerfile)
+#   2. base images   stand-ins for node:20-bookworm(-slim), python:3.11-slim-bookworm, postgres:15-bookworm
+#                    and nginx:1.25-bookworm, built from Debian's packages (deploy/standins/)
 #   3. build         both images from deploy/*.Dockerfile, the stand-ins passed as build arguments
 #   4. compose up    podman's Docker-compatible API service, a healthcheck loop (podman runs none
 #                    without systemd), then `docker-compose up -d`, which starts the shop only once
@@ -17,6 +19,14 @@
 #                    whole $15 order in Chromium, a shop restart, and the next order
 #                    (tests/deploy/compose-order.spec.ts)
 #   7. down          `docker-compose down -v`, then a check that nothing is left
+#   8. pg compose up   deploy/docker-compose.postgres.yml with the images of step 3 and the stand-ins
+#   9. pg healthchecks PostgreSQL, both app instances, nginx and the shop healthy, none restarted
+#  10. pg checks       from the host, through 127.0.0.1:3000 only: nginx's round robin reaches both
+#                      instances, the pages answer, the household was made once (the second instance
+#                      printed no code, the first one's are live in the database), PostgreSQL has no
+#                      network; then a whole $15 order in Chromium, whose codes and requests are seen
+#                      in the database and in nginx's log
+#  11. pg down         `docker-compose down -v`, then a check that nothing is left
 #
 # Whatever happens, the exit trap takes everything down again: containers, networks, volumes, the
 # API service and the healthcheck loop. Images and the build cache stay in $DEPLOY_STATE, so the
@@ -26,9 +36,11 @@
 #   bash scripts/deploy-run.sh            the whole run
 #   bash scripts/deploy-run.sh --fresh    the same, from empty engine storage (measures a fresh machine)
 # Used by the order spec while a run is under way:
-#   bash scripts/deploy-run.sh app-log        the app container's log
+#   bash scripts/deploy-run.sh app-log        the app container's log (app-a's on the PostgreSQL stack)
 #   bash scripts/deploy-run.sh restart-shop   restart the shop container, wait until it is healthy
-# Environment: DEPLOY_STATE (engine storage and config; default /var/lib/extensible-mcp-deploy).
+# Environment: DEPLOY_STATE (engine storage and config; default /var/lib/extensible-mcp-deploy);
+# DEPLOY_COMPOSE_STACK (single or postgres: the stack the subcommands act on, set by the harness
+# for the order spec).
 set -Eeuo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -45,17 +57,40 @@ APP_URL="http://localhost:3000"
 STANDIN="extensible-mcp-standin"
 APP_IMAGE="extensible-mcp-app:local"
 SHOP_IMAGE="extensible-mcp-shop:local"
+STEPS=11
 export CONTAINERS_CONF="$STATE/containers.conf"
 export CONTAINERS_STORAGE_CONF="$STATE/storage.conf"
 export DOCKER_HOST="unix://$SOCKET"
 export COMPOSE_PROJECT_NAME="$PROJECT"
-COMPOSE=(docker-compose --ansi never -f deploy/docker-compose.yml)
+# The PostgreSQL compose file's images for the database and the reverse proxy: the stand-ins.
+export POSTGRES_IMAGE="$STANDIN/postgres:15-bookworm"
+export NGINX_IMAGE="$STANDIN/nginx:1.22-bookworm"
 
 say() { echo "deploy-run: $*"; }
 fail() {
   echo "deploy-run: FAILED: $*" >&2
   exit 1
 }
+
+# The stack the compose commands drive: the showcase's file (single) or the PostgreSQL one. Both
+# run as one compose project, one after the other, so the clean-up below covers either.
+use_stack() {
+  case "$1" in
+    single)
+      COMPOSE=(docker-compose --ansi never -f deploy/docker-compose.yml)
+      SERVICES=(app shop)
+      APP_SERVICE=app
+      ;;
+    postgres)
+      COMPOSE=(docker-compose --ansi never -f deploy/docker-compose.postgres.yml)
+      SERVICES=(postgres app-a app-b proxy shop)
+      APP_SERVICE=app-a
+      ;;
+    *) fail "DEPLOY_COMPOSE_STACK is single or postgres, not $1" ;;
+  esac
+  STACK="$1"
+}
+use_stack "${DEPLOY_COMPOSE_STACK:-single}"
 
 # ---------------------------------------------------------------------------------------------
 # Steps: each is announced by number and name, timed, and named again if it fails.
@@ -69,7 +104,7 @@ begin_step() {
   step_number=$((step_number + 1))
   step_name="$1"
   step_started=$SECONDS
-  echo "::group::deploy-run: step $step_number/7 — $step_name"
+  echo "::group::deploy-run: step $step_number/$STEPS — $step_name"
 }
 
 end_step() {
@@ -209,7 +244,8 @@ wait_healthy() {
   id="$("${COMPOSE[@]}" ps -q "$service")"
   [ -n "$id" ] || fail "there is no $service container"
   while :; do
-    status="$(health_of "$service")"
+    # By the id, with podman: a docker-compose call per poll took a second or two.
+    status="$(podman inspect --format '{{.State.Health.Status}}' "$id" 2>/dev/null || echo none)"
     # A container that exits and is restarted (restart: unless-stopped) would stay "starting".
     restarts="$(podman inspect --format '{{.RestartCount}} {{.State.Status}} {{.State.ExitCode}}' "$id")"
     if [ "${restarts%% *}" != 0 ] || [ "$(cut -d' ' -f2 <<<"$restarts")" = exited ]; then
@@ -234,6 +270,46 @@ wait_healthy() {
   done
 }
 
+# tests/deploy/compose-order.spec.ts against the stack that is up (DEPLOY_COMPOSE_STACK tells it
+# which): each test's outcome and full name, a line each, into $work/order-results; the spec's
+# exit code into order_code.
+run_order_spec() {
+  local report="$work/order-report-$STACK.json"
+  order_code=0
+  DEPLOY_COMPOSE_STACK="$STACK" DEPLOY_COMPOSE_URL="$APP_URL" npx vitest run -c tests/deploy/compose.vitest.config.ts \
+    --reporter=default --reporter=json --outputFile.json="$report" || order_code=$?
+  [ -f "$report" ] || fail "the order spec did not run (exit $order_code)"
+  node -e '
+    const report = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+    for (const file of report.testResults) for (const test of file.assertionResults)
+      console.log(`${test.status}\t${test.fullName}`);' "$report" >"$work/order-results"
+  sed 's/^/  /' "$work/order-results"
+  grep -q . "$work/order-results" || fail "the order spec ran no test"
+}
+
+# The PostgreSQL stack's container ids by service, looked up once in its checks (each
+# docker-compose v1 call takes a second or two on a busy machine; podman's own are quicker).
+declare -A container=()
+
+# The address a compose service's container has on one of the project's networks.
+address_on() {
+  podman inspect --format "{{(index .NetworkSettings.Networks \"${PROJECT}_$2\").IPAddress}}" "${container[$1]}"
+}
+
+# A service's log, its output and its errors (what `docker-compose logs` shows).
+log_of() { podman logs "${container[$1]}" 2>&1; }
+
+# How many requests nginx's log (deploy/nginx-postgres.conf) shows answered by an upstream address.
+served_by() {
+  log_of proxy | grep -cE "upstream=${1//./\\.}:3000$" || true
+}
+
+# What the PostgreSQL stack's database answers to one query (psql over its socket, unaligned).
+database() {
+  podman exec "${container[postgres]}" \
+    psql --no-psqlrc --host /var/run/postgresql --username household --dbname household -tA -c "$1"
+}
+
 # The whole script runs as one function, parsed whole before it starts: editing this file while
 # a run is under way cannot change what that run executes.
 main() {
@@ -241,7 +317,7 @@ main() {
 # Subcommands for the order spec, while a run is under way (its service and health loop).
 case "${1:-}" in
   app-log)
-    exec "${COMPOSE[@]}" logs --no-color app
+    exec "${COMPOSE[@]}" logs --no-color "$APP_SERVICE"
     ;;
   restart-shop)
     "${COMPOSE[@]}" restart --timeout 10 shop
@@ -271,10 +347,9 @@ on_exit() {
   local code=$?
   trap - EXIT INT TERM
   if [ "$code" -ne 0 ] && [ -n "$step_name" ]; then
-    echo "deploy-run: FAILED at step $step_number/7 ($step_name), exit code $code" >&2
+    echo "deploy-run: FAILED at step $step_number/$STEPS ($step_name), exit code $code" >&2
     if [ -n "$service_pid" ]; then
-      health_log app
-      health_log shop
+      for service in "${SERVICES[@]}"; do health_log "$service"; done
       "${COMPOSE[@]}" logs --no-color --tail 40 2>/dev/null | sed 's/^/  log: /' >&2 || true
     fi
   fi
@@ -351,12 +426,16 @@ node_prefix="$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")"
 printf '%s\n' usr/bin/node usr/bin/npm usr/bin/npx usr/lib/node_modules/npm usr/include/node >"$work/node-files"
 tar -C / --mtime='2000-01-01' --sort=name --owner=0 --group=0 -cf "$work/standins/nodejs.tar" -T "$work/node-files"
 cp /etc/ssl/certs/ca-certificates.crt "$work/standins/ca-certificates.crt"
-for target in node-slim:node:20-bookworm-slim node-build:node:20-bookworm python:python:3.11-slim-bookworm; do
+install -m 0755 deploy/standins/postgres-entrypoint.sh "$work/standins/postgres-entrypoint.sh"
+# Each stage of the Containerfile is its own stand-in; unchanged, each is a cache hit.
+for target in node-slim:node:20-bookworm-slim node-build:node:20-bookworm python:python:3.11-slim-bookworm \
+  postgres:postgres:15-bookworm nginx:nginx:1.22-bookworm; do
+  started=$SECONDS
   podman build --quiet --pull=never --network=host --format docker \
     --build-arg "BASE=$STANDIN/debian:bookworm" --target "${target%%:*}" \
     -f deploy/standins/standins.Containerfile -t "$STANDIN/${target#*:}" "$work/standins" >/dev/null
   say "stand-in $STANDIN/${target#*:} ($(podman run --rm --network=none "$STANDIN/${target#*:}" \
-    sh -c 'node --version 2>/dev/null || python3 --version'))"
+    sh -c 'node --version 2>/dev/null || python3 --version 2>/dev/null || postgres --version 2>/dev/null || nginx -v 2>&1'), $((SECONDS - started)) s)"
 done
 
 # ---------------------------------------------------------------------------------------------
@@ -455,18 +534,7 @@ done
 say "✓ the app reached the shop by its service name over the internal network (client connected)"
 
 say "the order in Chromium through $APP_URL (tests/deploy/compose-order.spec.ts)"
-report="$work/order-report.json"
-order_code=0
-DEPLOY_COMPOSE_URL="$APP_URL" npx vitest run -c tests/deploy/compose.vitest.config.ts \
-  --reporter=default --reporter=json --outputFile.json="$report" || order_code=$?
-[ -f "$report" ] || fail "the order spec did not run (exit $order_code)"
-# Each test's outcome, by its full name.
-node -e '
-  const report = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
-  for (const file of report.testResults) for (const test of file.assertionResults)
-    console.log(`${test.status}\t${test.fullName}`);' "$report" >"$work/order-results"
-sed 's/^/  /' "$work/order-results"
-grep -q . "$work/order-results" || fail "the order spec ran no test"
+run_order_spec
 restart_test="after a restart of the shop container"
 if grep -v "$restart_test" "$work/order-results" | grep -qv '^passed'; then
   fail "the order through the published port failed"
@@ -485,6 +553,151 @@ fi
 # ---------------------------------------------------------------------------------------------
 begin_step "down"
 "${COMPOSE[@]}" down -v --remove-orphans --timeout 10
+left="$(leftovers)"
+[ -z "$left" ] || fail "left behind after down -v: $left"
+say "nothing left of deploy/docker-compose.yml: no container, network or volume of $PROJECT"
+
+# ---------------------------------------------------------------------------------------------
+# The PostgreSQL stack (deploy/docker-compose.postgres.yml): the images of step 3 and the
+# stand-ins of step 2, nothing built again; the API service and the healthcheck loop go on.
+begin_step "pg compose up"
+use_stack postgres
+ss -Hltn 'sport = :3000' | grep -q . && fail "port 3000 is in use on this machine: the compose file publishes it"
+# app-b starts once app-a is healthy, nginx and the shop once both are (depends_on).
+if ! "${COMPOSE[@]}" up -d --no-build; then
+  fail "docker-compose up failed (health: $(for service in "${SERVICES[@]}"; do printf '%s %s, ' "$service" "$(health_of "$service")"; done))"
+fi
+
+# ---------------------------------------------------------------------------------------------
+begin_step "pg healthchecks"
+wait_healthy postgres 60
+wait_healthy app-a 300
+wait_healthy app-b 300
+wait_healthy proxy 60
+wait_healthy shop 120
+
+# ---------------------------------------------------------------------------------------------
+begin_step "pg checks"
+for service in "${SERVICES[@]}"; do container[$service]="$("${COMPOSE[@]}" ps -q "$service")"; done
+for service in "${SERVICES[@]}"; do
+  ports="$(podman port "${container[$service]}")"
+  if [ "$service" = proxy ]; then
+    [ "$ports" = "3000/tcp -> 127.0.0.1:3000" ] || fail "nginx publishes $ports, not only 127.0.0.1:3000"
+  else
+    [ -z "$ports" ] || fail "$service publishes a port: $ports"
+  fi
+done
+say "✓ published: nginx's 127.0.0.1:3000 only (PostgreSQL, both app instances and the shop: none)"
+
+# PostgreSQL has no network but its own loopback, and listens there only (its socket is the way in).
+postgres_id="${container[postgres]}"
+[ "$(podman inspect --format '{{.HostConfig.NetworkMode}}' "$postgres_id")" = none ] \
+  || fail "the postgres container has a network"
+interfaces="$(podman exec "$postgres_id" ls /sys/class/net | tr '\n' ' ')"
+[ "$interfaces" = "lo " ] || fail "the postgres container has the interfaces $interfaces, not only lo"
+listeners="$(podman exec "$postgres_id" cat /proc/net/tcp /proc/net/tcp6 | awk '$4 == "0A" { print $2 }' | sort -u | tr '\n' ' ')"
+[ "$listeners" = "0100007F:1538 " ] || fail "PostgreSQL listens on $listeners (hex), not only 127.0.0.1:5432"
+say "✓ PostgreSQL has no network (interfaces: lo) and listens on 127.0.0.1:5432 inside its container only"
+
+# Round robin: the health endpoint and the pages through the one port, then nginx's log names the
+# instance that answered each request, by its address on the apps' network.
+address_a="$(address_on app-a app)"
+address_b="$(address_on app-b app)"
+[ -n "$address_a" ] && [ -n "$address_b" ] && [ "$address_a" != "$address_b" ] \
+  || fail "no distinct addresses of app-a ($address_a) and app-b ($address_b) on the app network"
+for _ in 1 2 3 4; do
+  health="$(curl -fsS "$APP_URL/api/health")" || fail "$APP_URL/api/health did not answer"
+  [ "$(node -e 'process.stdout.write(JSON.parse(process.argv[1]).searchMode ?? "")' "$health")" = hybrid ] \
+    || fail "/api/health does not say hybrid search: $health"
+done
+for path in / "/approve?as=child" "/approve?as=parent"; do
+  for _ in 1 2; do
+    code="$(curl -sS -o /dev/null -w '%{http_code}' "$APP_URL$path")"
+    [ "$code" = 200 ] || fail "$APP_URL$path answered $code, not 200"
+  done
+done
+served_a="$(served_by "$address_a")"
+served_b="$(served_by "$address_b")"
+[ "$served_a" -gt 0 ] && [ "$served_b" -gt 0 ] \
+  || fail "nginx's round robin did not reach both instances: app-a answered $served_a of 10 requests, app-b $served_b"
+say "✓ /api/health (hybrid) 4 times, /, /approve?as=child and /approve?as=parent twice each: 200; app-a ($address_a) answered $served_a, app-b ($address_b) $served_b"
+
+# One household: app-a made it and printed both codes; app-b, on the same database, found it and
+# its live codes, and printed none.
+log_a="$(log_of app-a)"
+log_b="$(log_of app-b)"
+for role in child parent; do
+  grep -qE "Enrollment code for $role: $role-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}" <<<"$log_a" \
+    || fail "app-a's log shows no enrollment code for $role"
+  if grep -qE "Enrollment code for $role: $role-" <<<"$log_b"; then
+    fail "app-b printed an enrollment code for $role too: the household's codes were issued twice"
+  fi
+  grep -qF "Enrollment code for $role: the one printed earlier is still unused" <<<"$log_b" \
+    || fail "app-b's log does not say that the $role's code printed earlier is still unused"
+done
+live="$(database "SELECT string_agg(role, ' ' ORDER BY role) FROM enrollment_codes WHERE used_at IS NULL")"
+[ "$live" = "child parent" ] || fail "the database's unused enrollment codes are for '$live', not the child and the parent"
+# One set of identities: the household record's admin, members and settlement DIDs are the only
+# DIDs in the database (a second setup would have added its own).
+admin_did="$(database "SELECT value::json->>'adminDid' FROM identity_records WHERE kind = 'household' AND id = 'household'")"
+[ -n "$admin_did" ] || fail "the database holds no household record"
+dids="$(database "SELECT count(*), count(*) FILTER (WHERE d.id NOT IN (h.value::json->>'adminDid',
+  h.value::json->'members'->>'child', h.value::json->'members'->>'parent', h.value::json->>'settlementDid'))
+  FROM identity_records d, identity_records h WHERE d.kind = 'did' AND h.kind = 'household' AND h.id = 'household'")"
+[ "$dids" = "4|0" ] || fail "the database's DIDs are not the one household's four (all, not the household's: $dids)"
+# Both instances serve the one admin DID document: four requests, round robin, one body.
+before_a="$(served_by "$address_a")"
+before_b="$(served_by "$address_b")"
+documents=""
+for _ in 1 2 3 4; do
+  document="$(curl -fsS "$APP_URL/.well-known/did.json")" || fail "$APP_URL/.well-known/did.json did not answer"
+  grep -qF "\"id\":\"$admin_did\"" <<<"$document" || fail "a DID document served is not the household's $admin_did"
+  documents+="$(sha256sum <<<"$document")"$'\n'
+done
+[ "$(sort -u <<<"$documents" | grep -c .)" = 1 ] || fail "the instances serve different DID documents"
+[ "$(served_by "$address_a")" -gt "$before_a" ] && [ "$(served_by "$address_b")" -gt "$before_b" ] \
+  || fail "the DID document was not served by both instances"
+say "✓ one household: app-a printed both codes, app-b printed none (both still unused in the database); one admin DID ($admin_did), the same document from both instances"
+
+# Each instance connected to the shop itself, from its own address on the shop's network.
+shop_a="$(address_on app-a shop)"
+shop_b="$(address_on app-b shop)"
+waited=0
+until shop_log="$(log_of shop)" \
+  && grep -q "\"event\":\"client-connected\",\"address\":\"$shop_a\"" <<<"$shop_log" \
+  && grep -q "\"event\":\"client-connected\",\"address\":\"$shop_b\"" <<<"$shop_log"; do
+  waited=$((waited + 1))
+  [ "$waited" -lt 60 ] || fail "the shop logged no client-connected from both app-a ($shop_a) and app-b ($shop_b) within 60 s"
+  sleep 1
+done
+say "✓ both instances reached the shop over its internal network (client connected from $shop_a and $shop_b)"
+
+say "the order in Chromium through $APP_URL, nginx in front of both instances (tests/deploy/compose-order.spec.ts)"
+before_a="$(served_by "$address_a")"
+before_b="$(served_by "$address_b")"
+run_order_spec
+if grep -qv '^passed' "$work/order-results" || [ "$order_code" -ne 0 ]; then
+  fail "the order through nginx failed (exit $order_code)"
+fi
+order_a=$(($(served_by "$address_a") - before_a))
+order_b=$(($(served_by "$address_b") - before_b))
+[ "$order_a" -gt 0 ] && [ "$order_b" -gt 0 ] \
+  || fail "the order's requests did not reach both instances (app-a $order_a, app-b $order_b)"
+[ "$(database "SELECT count(*) FROM enrollment_codes WHERE used_at IS NOT NULL")" = 2 ] \
+  || fail "app-a's printed codes did not both enrol"
+[ "$(database "SELECT count(*) FROM passkeys")" = 2 ] || fail "the database does not hold the two passkeys"
+[ "$(database "SELECT count(*) FROM payments WHERE state = 'succeeded'")" = 1 ] \
+  || fail "the database does not hold exactly one succeeded charge"
+say "✓ a whole \$15 order in Chromium through nginx: app-a answered $order_a of its requests, app-b $order_b; app-a's codes enrolled both passkeys; one succeeded charge"
+for service in "${SERVICES[@]}"; do
+  restarts="$(podman inspect --format '{{.RestartCount}}' "${container[$service]}")"
+  [ "$restarts" = 0 ] || fail "$service restarted $restarts times during the run"
+done
+say "✓ no container restarted"
+
+# ---------------------------------------------------------------------------------------------
+begin_step "pg down"
+"${COMPOSE[@]}" down -v --remove-orphans --timeout 10
 stop_group "$health_loop_pid"
 health_loop_pid=""
 stop_group "$service_pid"
@@ -495,5 +708,6 @@ say "nothing left: no container, network or volume of $PROJECT, no API service, 
 end_step
 }
 
-main "$@"
-exit
+# On one line: bash reads a script as it runs it, so a line after this one would be read from
+# the file as it is when main returns, edited or not.
+main "$@"; exit

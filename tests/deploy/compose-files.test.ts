@@ -167,11 +167,26 @@ describe('the compose files', () => {
     };
     const { postgres, proxy, shop } = compose.services;
     const apps = [compose.services['app-a'], compose.services['app-b']] as Service[];
-    // The database: no TCP listener, no network, its socket a volume; healthy before any app starts.
-    expect(postgres?.command).toEqual(['postgres', '-c', 'listen_addresses=']);
+    // The database: no network, so its TCP listener is its own loopback's, which only its
+    // healthcheck uses (the image's initialisation server listens on the socket only, so a check
+    // there would pass before the real server runs); its socket is a volume, the apps' way in.
+    expect(postgres?.command).toEqual(['postgres', '-c', 'listen_addresses=127.0.0.1']);
     expect(postgres?.network_mode).toBe('none');
     expect(postgres?.ports).toBeUndefined();
     expect(postgres?.volumes).toContain('postgres-socket:/var/run/postgresql');
+    expect(postgres?.healthcheck?.test).toEqual([
+      'CMD',
+      'pg_isready',
+      '--host',
+      '127.0.0.1',
+      '--username',
+      'household',
+      '--dbname',
+      'household',
+    ]);
+    // The official images unless the environment names others (CI's stand-ins, deploy/README.md).
+    expect(postgres?.image).toMatch(/^\$\{POSTGRES_IMAGE:-postgres:15-bookworm\}$/);
+    expect(proxy?.image).toMatch(/^\$\{NGINX_IMAGE:-nginx:1\.25-bookworm\}$/);
     expect(compose.services['app-a']?.depends_on).toEqual({ postgres: { condition: 'service_healthy' } });
     // The second instance starts once the first made the household and its sealing key.
     expect(compose.services['app-b']?.depends_on).toEqual({ 'app-a': { condition: 'service_healthy' } });
@@ -196,5 +211,8 @@ describe('the compose files', () => {
     expect(nginx).toContain('server app-b:3000;');
     expect(nginx).toContain('proxy_set_header Host $http_host;');
     expect(nginx).not.toMatch(/ip_hash|sticky|hash /);
+    // Each request's instance is logged (the harness counts both), never a query string.
+    expect(nginx).toContain('upstream=$upstream_addr');
+    expect(nginx).not.toMatch(/\$request\b|\$args|\$query_string|\$request_uri/);
   });
 });

@@ -130,4 +130,28 @@ describe('.dockerignore', () => {
       }
     }
   });
+
+  it("sends none of the deploy harness's own files and no README, so editing them never rebuilds the app's `COPY . .` layer", () => {
+    const sent = buildContextFiles(root);
+    const harnessFiles = sent.filter(
+      (path) =>
+        /^deploy\/[^/]+\.(yml|conf)$/.test(path) ||
+        path.startsWith('deploy/standins/') ||
+        /^scripts\/deploy-[^/]+\.sh$/.test(path) ||
+        /(^|\/)README\.md$/.test(path),
+    );
+    expect(harnessFiles).toEqual([]);
+    // Each kind is there in the tree, so the filter above looks at real files.
+    for (const file of [
+      'deploy/docker-compose.postgres.yml',
+      'deploy/nginx-postgres.conf',
+      'deploy/README.md',
+      'README.md',
+      'shop-agent/README.md',
+      'deploy/standins/standins.Containerfile',
+      'scripts/deploy-run.sh',
+    ]) {
+      expect(existsSync(join(root, file)), file).toBe(true);
+    }
+  });
 });
