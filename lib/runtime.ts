@@ -197,11 +197,12 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),
       onError: (error) => logger.error('audit checkpoint failed', error),
       report: (report) => {
-        // In words, on the terminal and in the chain (the live log shows it).
+        // In words, on the terminal and in the chain (the live log shows it); the checkpointer
+        // waits for the row of an unvouched tail before it signs anything after it.
         if (report.kind === 'audit-checkpoint-refused' || report.kind === 'audit-tail-unvouched') {
           logger.error(report.message);
         }
-        events.emit({
+        return events.record({
           source: 'runtime',
           ...report,
           ...(report.data === undefined ? {} : { data: { ...report.data } }),

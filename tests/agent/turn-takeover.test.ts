@@ -133,6 +133,13 @@ describe.each(
     expect(await count(place, 'SELECT COUNT(*) AS n FROM turn_leases')).toBe(0);
     // On PostgreSQL the data folder holds no household file: everything was in the database.
     if (url !== undefined) expect(existsSync(join(dataDir, 'household.sqlite'))).toBe(false);
+    // The dead instance held the checkpoint lease and left rows it never signed: once its lease
+    // showed it stopped, the successor said so in the chain, once (docs/scale-out.md).
+    await chat.close();
+    chat = undefined;
+    await household.close();
+    household = undefined;
+    expect(await count(place, "SELECT COUNT(*) AS n FROM audit_log WHERE kind = 'audit-tail-unvouched'")).toBe(1);
   }, 180_000);
 });
 

@@ -6,6 +6,8 @@
  * the paid order is refused on either instance. A decision recorded through B, on an order or on a
  * gated call, wakes the wait on A as it commits: both instances poll the store only every ten
  * minutes here, so nothing but the store's notification can end the wait before its deadline.
+ * B, started while A was alive and holding the checkpoint lease, reports none of A's rows as
+ * unvouched (A signs them).
  */
 import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import pg from 'pg';
@@ -20,6 +22,7 @@ const token = 'charges-across-instances-0123456789';
 let url: string;
 let a: TestHousehold;
 let b: TestHousehold;
+let bClosed = false;
 const closers: (() => Promise<void>)[] = [];
 /** How often a waiting approval reads the store here: longer than any wait, so only a notification wakes one. */
 const approvalPollMs = 10 * 60 * 1000;
@@ -76,7 +79,7 @@ describe.skipIf(!postgresAvailable)('charges of one order through two instances 
 
   afterAll(async () => {
     for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-    await b?.close();
+    if (!bClosed) await b?.close();
     await a?.close();
   });
 
@@ -164,5 +167,12 @@ describe.skipIf(!postgresAvailable)('charges of one order through two instances 
         expect(started.ok, `${role} on ${household === a ? 'A' : 'B'}`).toBe(false);
       }
     }
+  });
+
+  it("B, started while A was alive and held the checkpoint lease, reports none of A's rows as unvouched", async () => {
+    // B's close waits for its judgement of A's lease, if it has not judged it yet: A renewed it.
+    await b.close();
+    bClosed = true;
+    expect(await scalar("SELECT COUNT(*) FROM audit_log WHERE kind = 'audit-tail-unvouched'")).toBe(0);
   });
 });
