@@ -43,6 +43,9 @@ describe('decision wakes', () => {
       watched.set(id, poke);
       return () => stopped.push(id);
     });
+    // A wait decided at its first read never sleeps, and listens to nothing.
+    wakes.open('decided').close();
+    expect([...watched.keys()]).toEqual([]);
     const controller = new AbortController();
     const wake = wakes.open('a', controller.signal);
     const byStore = wake.sleep(forever, wake.count);

@@ -18,7 +18,10 @@ export interface DecisionWake {
 export interface DecisionWakes {
   /** A decision on `id` was taken in this process: its waiters read the store again now. */
   notify(id: string): void;
-  /** Opens the wakes of one wait on request `id`: local decisions, the store's watch, and `signal`'s abort. */
+  /**
+   * Opens the wakes of one wait on request `id`: local decisions and `signal`'s abort at once, the
+   * store's watch from its first sleep on (a wait decided at its first read listens to nothing).
+   */
   open(id: string, signal?: AbortSignal): DecisionWake;
 }
 
@@ -27,7 +30,9 @@ export interface DecisionWakes {
  * this process wakes its waiters at once, and so does one another instance commits when the store
  * has a `watch` (PostgreSQL notifies it, docs/scale-out.md); the waiter's poll of the store is the
  * fallback for a store without one. Each wait counts its wakes, so a wake that arrives while it
- * reads the store makes it read again instead of being slept through.
+ * reads the store makes it read again instead of being slept through. The store's watch starts at
+ * the first sleep, after the first read: it must poke the new watcher once it listens (at once when
+ * it already does), so a decision committed between that read and the watch is read too.
  */
 export function createDecisionWakes(watch?: WatchRequest): DecisionWakes {
   const waiters = new Map<string, Set<() => void>>();
@@ -45,13 +50,14 @@ export function createDecisionWakes(watch?: WatchRequest): DecisionWakes {
       const set = waiters.get(id) ?? new Set();
       waiters.set(id, set);
       set.add(wake);
-      const unwatch = watch?.(id, wake);
+      let unwatch: (() => void) | undefined;
       signal?.addEventListener('abort', wake);
       return {
         get count() {
           return count;
         },
         sleep(ms, since) {
+          unwatch ??= watch?.(id, wake);
           if (count !== since || signal?.aborted) return Promise.resolve();
           return new Promise<void>((resolve) => {
             const done = () => {
@@ -67,6 +73,7 @@ export function createDecisionWakes(watch?: WatchRequest): DecisionWakes {
           set.delete(wake);
           if (set.size === 0 && waiters.get(id) === set) waiters.delete(id);
           unwatch?.();
+          unwatch = undefined;
           signal?.removeEventListener('abort', wake);
         },
       };

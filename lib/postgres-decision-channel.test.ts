@@ -1,9 +1,10 @@
 /**
  * The decisions' channel on PostgreSQL (docs/scale-out.md, live events across instances): a change
  * of an approval request or a call-approval request committed through one pool pokes the watchers
- * of that request on another, and only theirs; a change that does not apply notifies nobody; and
- * after the listener's connection is killed, every watcher is poked once it listens again, so a
- * change committed while it was down is read.
+ * of that request on another, and only theirs; a change that does not apply notifies nobody; a
+ * watcher is poked once the listener is in place for it; and after the listener's connection is
+ * killed, every watcher is poked once it listens again, so a change committed while it was down
+ * is read.
  */
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -119,6 +120,9 @@ describe.skipIf(!postgresAvailable)("the PostgreSQL decisions' channel", () => {
     at = await log.next('poke request-1', at);
     // Notifications arrive in commit order: anything for approval-2 would have come before these.
     expect(log.seen.slice(up)).toEqual(['poke approval-1', 'poke approval-1', 'poke request-1']);
+    // A watch begun while it listens is poked at once: a change just before it was announced to nobody.
+    stops.push(channel.watch('approval-3', () => log.record('poke approval-3')));
+    expect(log.seen.slice(at)).toEqual(['poke approval-3']);
   });
 
   it('pokes every watcher once it listens again after its connection was killed, so a change made meanwhile is read', async () => {

@@ -31,7 +31,9 @@ export interface PostgresDecisionChannel {
   /**
    * Calls `poke` whenever a change of request `id` commits, through any instance, and whenever the
    * listener (re)connects (a change may have committed while nobody listened); returns the stop.
-   * A poke only says "read the store again".
+   * A new watcher is poked once the listener is in place for it, at once when it already is: a
+   * change that committed just before the watch began was announced to nobody. A poke only says
+   * "read the store again".
    */
   watch(id: string, poke: () => void): () => void;
 }
@@ -49,6 +51,8 @@ export function createPostgresDecisionChannel(
 ): PostgresDecisionChannel {
   const watchers = new Map<string, Set<() => void>>();
   let stopListening: (() => void) | undefined;
+  /** Whether `LISTEN` is in place now. */
+  let listening = false;
   const pokeAll = () => {
     for (const set of [...watchers.values()]) for (const poke of [...set]) poke();
   };
@@ -65,13 +69,15 @@ export function createPostgresDecisionChannel(
           for (const each of [...(watchers.get(payload) ?? [])]) each();
         },
         onState(state) {
+          listening = state === 'listening';
           // Up (first, or back after a loss): what committed meanwhile is read now.
-          if (state === 'listening') pokeAll();
+          if (listening) pokeAll();
           options.onListener?.(state);
         },
         ...(options.onError === undefined ? {} : { onError: options.onError }),
         ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
       });
+      if (listening) watcher();
       let stopped = false;
       return () => {
         if (stopped) return;
@@ -81,6 +87,7 @@ export function createPostgresDecisionChannel(
         if (watchers.size > 0) return;
         stopListening?.();
         stopListening = undefined;
+        listening = false;
       };
     },
   };
