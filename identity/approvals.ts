@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { AllowanceStanding, Allowances } from './allowances';
 import type { PasskeyAssertion } from './credentials';
+import { createDecisionWakes } from './decision-wakes';
 import type { IdentityEventSink } from './events';
 import type { Household } from './household';
 import { type MemberNames, memberNamesOf } from './household-profile';
@@ -25,7 +26,10 @@ export interface ApprovalsOptions {
   readonly allowances?: Pick<Allowances, 'cover' | 'standing'>;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
-  /** How often a waiter re-reads the store for a decision taken in another process; default 1 s. */
+  /**
+   * How often a waiter re-reads the store for a decision taken in another process; default 1 s.
+   * The fallback: a store with a `watch` (PostgreSQL) wakes the waiter as the decision commits.
+   */
   readonly pollIntervalMs?: number;
 }
 
@@ -171,10 +175,9 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
   const emit = options.events ?? (() => {});
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const verifyCredential = createCredentialVerifier(householdKeys(household));
-  const waiters = new Map<string, Set<() => void>>();
-  const notify = (approvalId: string) => {
-    for (const wake of waiters.get(approvalId) ?? []) wake();
-  };
+  // A local decision wakes its waiters at once; another instance's, through the store's watch.
+  const wakes = createDecisionWakes(store.watch?.bind(store));
+  const notify = (approvalId: string) => wakes.notify(approvalId);
   const approveUrl = (role: Role) => `${options.origin}/approve?as=${role}`;
   const requested = (record: ApprovalRecord) =>
     ({
@@ -301,27 +304,20 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
     async wait({ approvalId, timeoutMs, signal }) {
       // The long-poll deadline is elapsed time (monotonic); expiry is the household clock's.
       const deadline = performance.now() + timeoutMs;
-      for (;;) {
-        const record = await current(approvalId);
-        if (!record) throw new IdentityError('not-found', `there is no approval request ${approvalId}`);
-        const left = deadline - performance.now();
-        if (record.status !== 'pending' || left <= 0 || signal?.aborted) return outcomeOf(record);
-        // Sleep until a local decision, a poll for other processes' decisions, expiry, or the deadline.
-        const untilExpiry = record.expiresAt - clock().getTime();
-        await new Promise<void>((resolve) => {
-          const set = waiters.get(approvalId) ?? new Set();
-          waiters.set(approvalId, set);
-          const done = () => {
-            clearTimeout(timer);
-            set.delete(done);
-            if (set.size === 0) waiters.delete(approvalId);
-            signal?.removeEventListener('abort', done);
-            resolve();
-          };
-          const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
-          set.add(done);
-          signal?.addEventListener('abort', done, { once: true });
-        });
+      const wake = wakes.open(approvalId, signal);
+      try {
+        for (;;) {
+          const since = wake.count;
+          const record = await current(approvalId);
+          if (!record) throw new IdentityError('not-found', `there is no approval request ${approvalId}`);
+          const left = deadline - performance.now();
+          if (record.status !== 'pending' || left <= 0 || signal?.aborted) return outcomeOf(record);
+          // Sleep until a decision here or on another instance, a poll (a store without a watch), expiry, or the deadline.
+          const untilExpiry = record.expiresAt - clock().getTime();
+          await wake.sleep(Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)), since);
+        }
+      } finally {
+        wake.close();
       }
     },
 

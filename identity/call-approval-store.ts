@@ -66,4 +66,10 @@ export interface CallApprovalStore {
       readonly reason?: string;
     },
   ): Promise<boolean>;
+  /**
+   * Calls `poke` whenever a change of the request commits, through any instance on the store (and
+   * when the store cannot tell: after its listener reconnects); returns the stop. Stores shared by
+   * several processes that can notify have it (PostgreSQL); a waiter without it polls.
+   */
+  watch?(requestId: string, poke: () => void): () => void;
 }

@@ -4,6 +4,7 @@ import type { CallApprovalCheck, CallApprovalGate, CallApprovalProof, GatedCall 
 import { callHashOf, canonicalCall } from '../proxy/index';
 import type { CallApprovalRecord, CallApprovalStatus, CallApprovalStore } from './call-approval-store';
 import type { PasskeyAssertion } from './credentials';
+import { createDecisionWakes } from './decision-wakes';
 import type { IdentityEvent, IdentityEventSink } from './events';
 import type { Household } from './household';
 import { IdentityError } from './identity-error';
@@ -26,7 +27,10 @@ export interface CallApprovalsOptions {
   readonly origin: string;
   readonly rpId: string;
   readonly clock?: () => Date;
-  /** How often a waiter re-reads the store for a decision taken in another process; default 1 s. */
+  /**
+   * How often a waiter re-reads the store for a decision taken in another process; default 1 s.
+   * The fallback: a store with a `watch` (PostgreSQL) wakes the waiter as the decision commits.
+   */
   readonly pollIntervalMs?: number;
   /** What a gated tool does, in the window's words ("cancel an order", at "Main Street Pizza"); else its name. */
   readonly describe?: (tool: string) => Promise<CallDescription | undefined>;
@@ -121,10 +125,9 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     verifyCredential,
     verifyAssertion: verifyAssertionFast,
   });
-  const waiters = new Map<string, Set<() => void>>();
-  const notify = (requestId: string) => {
-    for (const wake of waiters.get(requestId) ?? []) wake();
-  };
+  // A local decision wakes its waiters at once; another instance's, through the store's watch.
+  const wakes = createDecisionWakes(store.watch?.bind(store));
+  const notify = (requestId: string) => wakes.notify(requestId);
   const approveUrl = (role: Role, requestId: string) =>
     `${options.origin}/approve?as=${role}&request=${encodeURIComponent(requestId)}`;
 
@@ -159,26 +162,19 @@ export function createCallApprovals(options: CallApprovalsOptions): CallApproval
     signal,
   }: Parameters<CallApprovals['wait']>[0]): Promise<CallWaitOutcome> {
     const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      const record = await current(requestId);
-      if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
-      const left = deadline - performance.now();
-      if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
-      const untilExpiry = record.expiresAt - clock().getTime();
-      await new Promise<void>((resolve) => {
-        const set = waiters.get(requestId) ?? new Set();
-        waiters.set(requestId, set);
-        const done = () => {
-          clearTimeout(timer);
-          set.delete(done);
-          if (set.size === 0) waiters.delete(requestId);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)));
-        set.add(done);
-        signal?.addEventListener('abort', done, { once: true });
-      });
+    const wake = wakes.open(requestId, signal);
+    try {
+      for (;;) {
+        const since = wake.count;
+        const record = await current(requestId);
+        if (!record) throw new IdentityError('not-found', `there is no call-approval request ${requestId}`);
+        const left = deadline - performance.now();
+        if (record.status !== 'pending' || left <= 0 || signal?.aborted) return waitOutcomeOf(record);
+        const untilExpiry = record.expiresAt - clock().getTime();
+        await wake.sleep(Math.max(1, Math.min(pollIntervalMs, left, untilExpiry)), since);
+      }
+    } finally {
+      wake.close();
     }
   }
 

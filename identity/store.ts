@@ -188,6 +188,12 @@ export interface ApprovalStore {
       readonly patch?: { readonly reason?: string; readonly receipt?: string; readonly commitment?: string };
     },
   ): Promise<boolean>;
+  /**
+   * Calls `poke` whenever a change of the request commits, through any instance on the store (and
+   * when the store cannot tell: after its listener reconnects); returns the stop. Stores shared by
+   * several processes that can notify have it (PostgreSQL); a waiter without it polls.
+   */
+  watch?(approvalId: string, poke: () => void): () => void;
 }
 
 /** A merchant the operator trusts: its DID and the Ed25519 key pinned when it was trusted. */

@@ -8,6 +8,11 @@ import {
 } from '../identity/index';
 import { inTransaction, type Migration } from '../proxy/index';
 import { callApprovalParameters, optional, roleSchema, toCallApproval } from './identity-rows';
+import {
+  createPostgresDecisionChannel,
+  notifyingDecision,
+  type PostgresDecisionChannel,
+} from './postgres-decision-channel';
 
 /**
  * The call-approval requests' table on PostgreSQL (docs/human-authority.md, issue 28), module
@@ -61,11 +66,17 @@ const createAttempts = 3;
  * a request is inserted `ON CONFLICT DO NOTHING`, where the partial unique index on the open
  * requests' call hash decides (a concurrent creator of the same hash waits for the first one's row,
  * then inserts nothing and reads it); adding an approval and deciding are one conditional `UPDATE`
- * (a concurrent writer waits for the row and re-checks the condition on the committed one). Driver
- * faults become `IdentityError('store-failed')` with the cause kept. The pool is its owner's.
+ * (a concurrent writer waits for the row and re-checks the condition on the committed one). Both
+ * notify the decisions' channel in the same statement, which `watch` hears (`decisions`: the
+ * household's one channel, else one of this store's own). Driver faults become
+ * `IdentityError('store-failed')` with the cause kept. The pool is its owner's.
  */
-export function createPostgresCallApprovalStore(pool: pg.Pool): CallApprovalStore {
+export function createPostgresCallApprovalStore(
+  pool: pg.Pool,
+  options: { readonly decisions?: PostgresDecisionChannel } = {},
+): CallApprovalStore {
   const query = pool.query.bind(pool);
+  const decisions = options.decisions ?? createPostgresDecisionChannel(pool);
   const changed = (result: pg.QueryResult) => result.rowCount === 1;
   const findOpen = async (callHash: string) =>
     optional(
@@ -148,21 +159,29 @@ export function createPostgresCallApprovalStore(pool: pg.Pool): CallApprovalStor
         const key = roleSchema.parse(role);
         return changed(
           await query(
-            `UPDATE call_approvals SET approvals = jsonb_set(approvals::jsonb, ARRAY[$2::text], to_jsonb($3::text))::text,
-               updated_at = $4
-             WHERE request_id = $1 AND status = 'pending' AND NOT (approvals::jsonb ? $2)`,
+            notifyingDecision(
+              `UPDATE call_approvals SET approvals = jsonb_set(approvals::jsonb, ARRAY[$2::text], to_jsonb($3::text))::text,
+                 updated_at = $4
+               WHERE request_id = $1 AND status = 'pending' AND NOT (approvals::jsonb ? $2)
+               RETURNING request_id AS id`,
+            ),
             [requestId, key, credential, now],
           ),
         );
       }),
+    // Each change notifies the decisions' channel in its statement, so it goes out at commit.
+    watch: (requestId, poke) => decisions.watch(requestId, poke),
     // One UPDATE: the status compare-and-set, with the reason written only by the winner.
     transition: (requestId, change) =>
       guarded('transition', async () => {
         const from: readonly CallApprovalStatus[] = change.from;
         return changed(
           await query(
-            `UPDATE call_approvals SET status = $3, updated_at = $4, reason = COALESCE($5, reason)
-             WHERE request_id = $1 AND status = ANY($2::text[])`,
+            notifyingDecision(
+              `UPDATE call_approvals SET status = $3, updated_at = $4, reason = COALESCE($5, reason)
+               WHERE request_id = $1 AND status = ANY($2::text[])
+               RETURNING request_id AS id`,
+            ),
             [requestId, [...from], change.to, change.now, change.reason ?? null],
           ),
         );

@@ -24,6 +24,7 @@ import { createPostgresMockRailStore, postgresMockRailMigrations } from './payme
 import { createPostgresPaymentStore, postgresPaymentsMigrations } from './payments/postgres-payment-store';
 import { createPostgresAllowanceStore, postgresAllowanceMigrations } from './postgres-allowance-store';
 import { createPostgresCallApprovalStore, postgresCallApprovalMigrations } from './postgres-call-approval-store';
+import { createPostgresDecisionChannel } from './postgres-decision-channel';
 import { createPostgresIdentityStore, postgresIdentityMigrations } from './postgres-identity-store';
 import { evidenceCapacity, type HouseholdStore } from './store';
 
@@ -92,9 +93,11 @@ export async function openPostgresHouseholdStore(options: PostgresHouseholdStore
     throw new IdentityError('store-failed', reason, { cause: error });
   }
   const opened = pool;
+  // One listener connection for both kinds of approval, while any wait of this instance watches one.
+  const decisions = createPostgresDecisionChannel(opened);
   return {
     location: { kind: 'postgres', url: options.url },
-    identity: createPostgresIdentityStore(opened),
+    identity: createPostgresIdentityStore(opened, { decisions }),
     payments: createPostgresPaymentStore(opened),
     evidence: createPostgresEvidenceStore(opened, { capacity: evidenceCapacity }),
     mockRail: createPostgresMockRailStore(opened),
@@ -103,7 +106,7 @@ export async function openPostgresHouseholdStore(options: PostgresHouseholdStore
     discovery: createPostgresDiscoveryStore(opened),
     limits: createPostgresRequestLimitStore(opened),
     pins: createPostgresPinStore(opened),
-    callApprovals: createPostgresCallApprovalStore(opened),
+    callApprovals: createPostgresCallApprovalStore(opened, { decisions }),
     turnLeases: createPostgresTurnLeaseStore(opened),
     allowances: createPostgresAllowanceStore(opened),
     checkpoints: createPostgresCheckpointStore(opened),

@@ -17,6 +17,11 @@ import {
   toSession,
   toTimeZone,
 } from './identity-rows';
+import {
+  createPostgresDecisionChannel,
+  notifyingDecision,
+  type PostgresDecisionChannel,
+} from './postgres-decision-channel';
 
 /**
  * The identity module's tables on PostgreSQL (SPEC §5, §11), registered as module `identity` like
@@ -163,11 +168,17 @@ const merchantColumns = 'did, name, public_key_jwk, trusted_at::float8 AS truste
  * approval and deciding a request are one conditional `UPDATE` (a concurrent writer waits for the
  * row and re-checks the condition on the row that committed), a challenge is taken by
  * `DELETE … RETURNING`, and a live enrollment code is kept by an upsert whose update is
- * conditional. `exclusive` is a transaction-level advisory lock. Driver faults become
+ * conditional. `exclusive` is a transaction-level advisory lock. Adding an approval and every
+ * transition notify the decisions' channel in the same statement, which `approvals.watch` hears
+ * (`decisions`: the household's one channel, else one of this store's own). Driver faults become
  * `IdentityError('store-failed')` with the cause kept. The pool is its owner's.
  */
-export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
+export function createPostgresIdentityStore(
+  pool: pg.Pool,
+  options: { readonly decisions?: PostgresDecisionChannel } = {},
+): IdentityStore {
   const query = pool.query.bind(pool);
+  const decisions = options.decisions ?? createPostgresDecisionChannel(pool);
   const changed = (result: pg.QueryResult) => result.rowCount === 1;
 
   const queued = new Map<string, Promise<void>>();
@@ -491,6 +502,8 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
             ])
           ).rows.map(toApproval);
         }),
+      // Each change notifies the decisions' channel in its statement, so it goes out at commit.
+      watch: (approvalId, poke) => decisions.watch(approvalId, poke),
       // One conditional UPDATE: pending, and no approval of this role yet. Two approvals of one role
       // at once: the second waits for the row and re-checks on the committed one (the role is
       // there), so it changes nothing; two roles at once both land, each on the other's row.
@@ -499,9 +512,12 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
           const key = roleSchema.parse(role);
           return changed(
             await query(
-              `UPDATE approvals SET approvals = jsonb_set(approvals::jsonb, ARRAY[$2::text], to_jsonb($3::text))::text,
-                 updated_at = $4
-               WHERE approval_id = $1 AND status = 'pending' AND NOT (approvals::jsonb ? $2)`,
+              notifyingDecision(
+                `UPDATE approvals SET approvals = jsonb_set(approvals::jsonb, ARRAY[$2::text], to_jsonb($3::text))::text,
+                   updated_at = $4
+                 WHERE approval_id = $1 AND status = 'pending' AND NOT (approvals::jsonb ? $2)
+                 RETURNING approval_id AS id`,
+              ),
               [approvalId, key, credential, now],
             ),
           );
@@ -513,9 +529,12 @@ export function createPostgresIdentityStore(pool: pg.Pool): IdentityStore {
           const from: readonly ApprovalStatus[] = change.from;
           return changed(
             await query(
-              `UPDATE approvals SET status = $3, updated_at = $4, reason = COALESCE($5, reason),
-                 receipt = COALESCE($6, receipt), commitment = COALESCE($7, commitment)
-               WHERE approval_id = $1 AND status = ANY($2::text[])`,
+              notifyingDecision(
+                `UPDATE approvals SET status = $3, updated_at = $4, reason = COALESCE($5, reason),
+                   receipt = COALESCE($6, receipt), commitment = COALESCE($7, commitment)
+                 WHERE approval_id = $1 AND status = ANY($2::text[])
+                 RETURNING approval_id AS id`,
+              ),
               [
                 approvalId,
                 [...from],

@@ -76,6 +76,8 @@ export interface RuntimeOptions {
   readonly shopRetryMs?: { readonly first: number; readonly max: number };
   /** Subscribed before anything starts, so it sees the start's own events too. */
   readonly onEvent?: HouseholdEventSink;
+  /** How often a waiting approval re-reads the store besides the store's notifications (default 1 s). */
+  readonly approvalPollMs?: number;
   /** Rows between two signed audit checkpoints (the checkpointer's default otherwise). */
   readonly auditCheckpointEvery?: number;
   /**
@@ -165,6 +167,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       store,
       clock,
       events: (event: IdentityEvent) => events.emit(fromIdentityEvent(event)),
+      ...(options.approvalPollMs === undefined ? {} : { approvalPollMs: options.approvalPollMs }),
     });
   } catch (error) {
     failed(new Error('the household did not start, so its events have no audit table', { cause: error }));
@@ -194,11 +197,12 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       ...(options.auditCheckpointEvery === undefined ? {} : { every: options.auditCheckpointEvery }),
       onError: (error) => logger.error('audit checkpoint failed', error),
       report: (report) => {
-        // In words, on the terminal and in the chain (the live log shows it).
+        // In words, on the terminal and in the chain (the live log shows it); the checkpointer
+        // waits for the row of an unvouched tail before it signs anything after it.
         if (report.kind === 'audit-checkpoint-refused' || report.kind === 'audit-tail-unvouched') {
           logger.error(report.message);
         }
-        events.emit({
+        return events.record({
           source: 'runtime',
           ...report,
           ...(report.data === undefined ? {} : { data: { ...report.data } }),

@@ -49,6 +49,11 @@ export interface IdentityOptions {
   readonly store: HouseholdStore;
   readonly events?: IdentityEventSink;
   readonly clock?: () => Date;
+  /**
+   * How often a waiting approval re-reads the store for another instance's decision (default 1 s):
+   * the fallback beside the store's `watch` (PostgreSQL notifies each decision as it commits).
+   */
+  readonly approvalPollMs?: number;
 }
 
 export { storeFileName } from './store';
@@ -77,7 +82,16 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       rpId: env.rpId,
       clock,
     });
-    const approvals = createApprovals({ household, origin: env.origin, rpId: env.rpId, allowances, events, clock });
+    const polling = options.approvalPollMs === undefined ? {} : { pollIntervalMs: options.approvalPollMs };
+    const approvals = createApprovals({
+      household,
+      origin: env.origin,
+      rpId: env.rpId,
+      allowances,
+      events,
+      clock,
+      ...polling,
+    });
     const callApprovals = createCallApprovals({
       household,
       store: store.callApprovals,
@@ -85,6 +99,7 @@ export async function openIdentity(env: HouseholdEnv, options: IdentityOptions):
       rpId: env.rpId,
       clock,
       events,
+      ...polling,
       describe: async (tool) =>
         tool === 'pizza__cancel_order'
           ? { action: 'cancel an order', at: (await store.identity.merchants.list())[0]?.name ?? 'the shop' }

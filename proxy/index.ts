@@ -128,6 +128,7 @@ export {
   createPostgresEvidenceStore,
   createRouteResolver,
   createSqliteEvidenceStore,
+  DEFAULT_EVIDENCE_LEASE_MS,
   type EvidenceId,
   type EvidenceState,
   type EvidenceStore,

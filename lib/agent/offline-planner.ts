@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Role, WaitOutcome } from '../../identity/index';
+import { DEFAULT_EVIDENCE_LEASE_MS } from '../../proxy/index';
 import { dollars } from './invoice-terms';
 import { awaitApproval, type QuotedOrder, runTool, type ToolOutcome, type TurnContext } from './tool-runner';
 import type { ResumePoint } from './turn-leases';
@@ -358,8 +359,12 @@ export async function resumeOrder(context: TurnContext, point: ResumePoint): Pro
   );
 }
 
-/** How often, and how far apart, a payment still being confirmed is asked about again. */
-const inProgressAsks = 30;
+/**
+ * How long a payment still being confirmed is asked about again, and how far apart: past the
+ * single-use evidence's reservation lease, so a reservation an instance that died while the
+ * charge's policy decided has lapsed before the turn gives up (docs/scale-out.md, turn leases).
+ */
+const inProgressPatienceMs = DEFAULT_EVIDENCE_LEASE_MS + 15_000;
 const inProgressWaitMs = 1_000;
 
 /** An order the household was asked to approve: what its charge, fulfilment and words need. */
@@ -391,11 +396,8 @@ async function settleOrder(context: TurnContext, requested: RequestedOrder, say:
       approvalId,
     });
   let charged = await charge();
-  for (
-    let asked = 1;
-    asked < inProgressAsks && charged.isError && charged.text.includes('payment_in_progress');
-    asked++
-  ) {
+  const giveUpAt = performance.now() + inProgressPatienceMs;
+  while (charged.isError && charged.text.includes('payment_in_progress') && performance.now() < giveUpAt) {
     await delay(inProgressWaitMs, undefined, { signal: context.signal });
     charged = await charge();
   }

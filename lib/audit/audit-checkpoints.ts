@@ -1,7 +1,7 @@
 import type { AuditCheckpointClaims, Household } from '../../identity/index';
 import type { AuditHead, AuditLog } from './audit-log';
 import { checkAuditRow } from './check-audit-row';
-import type { CheckpointLeaseStore } from './checkpoint-lease';
+import type { CheckpointLeaseHolder, CheckpointLeaseStore } from './checkpoint-lease';
 import { type AuditCheckpoint, type CheckpointStore, createFileCheckpointStore } from './checkpoint-store';
 import { genesisHash } from './hash-audit-row';
 import { type CheckpointVerifier, createCheckpointVerifier } from './verify-checkpoint';
@@ -61,10 +61,16 @@ export interface AuditCheckpointsOptions {
   /**
    * The household's checkpoint lease, when several instances share the chain (SPEC §11): this
    * process signs a checkpoint only while it holds the lease, which each checkpoint asked for
-   * takes or renews (default {@link defaultCheckpointLeaseMs}), and `close` releases. Without it,
-   * this process signs every checkpoint.
+   * takes or renews (default {@link defaultCheckpointLeaseMs}), which it renews every `renewMs`
+   * while it holds it (default a third of the lease), and which `close` releases. Without it, this
+   * process signs every checkpoint, and reports an unsigned tail at once.
    */
-  readonly lease?: { readonly store: CheckpointLeaseStore; readonly owner: string; readonly ttlMs?: number };
+  readonly lease?: {
+    readonly store: CheckpointLeaseStore;
+    readonly owner: string;
+    readonly ttlMs?: number;
+    readonly renewMs?: number;
+  };
   /** Every checkpoint is submitted to each (SPEC §8); their latest is checked at start. */
   readonly witnesses?: readonly Witness[];
   /**
@@ -76,8 +82,12 @@ export interface AuditCheckpointsOptions {
   readonly now?: () => Date;
   /** A checkpoint that could not be signed or written, or a witness fault. The audit rows are unaffected. */
   readonly onError?: (error: Error) => void;
-  /** What a person must read about the chain (the runtime emits each as an event, so it is in the chain too). */
-  readonly report?: (report: AuditCheckpointReport) => void;
+  /**
+   * What a person must read about the chain (the runtime records each as an event, so it is in the
+   * chain too). A report of an unvouched tail is waited for when this returns a promise, so no
+   * checkpoint signed after it leaves the report out.
+   */
+  readonly report?: (report: AuditCheckpointReport) => unknown;
 }
 
 /** Signs the chain's head into the checkpoint store, and hands each checkpoint to the witnesses (SPEC §8). */
@@ -97,6 +107,21 @@ export interface AuditCheckpoints {
 /** Rows read at a time while a segment of the chain is verified. */
 const page = 1000;
 
+/** Rows after the newest checkpoint that an earlier process wrote and nobody signed. */
+interface UnsignedTail {
+  readonly fromRow: number;
+  readonly toRow: number;
+  /** The newest checkpoint's row, just before them. */
+  readonly checkpointRow: number;
+}
+
+/** An {@link UnsignedTail} waiting on the lease holder seen at start: alive, it signs them; gone, they are reported. */
+interface PendingTail extends UnsignedTail {
+  readonly seen: CheckpointLeaseHolder;
+  /** Whether the holder was seen renewing once already (then a close need not wait for it). */
+  readonly judged: boolean;
+}
+
 /**
  * Keeps signed checkpoints of the audit chain outside the audited table: every `every` rows and at
  * close the household admin signs `{rowId, hash}` of the head as an `AuditCheckpoint` credential,
@@ -110,7 +135,12 @@ const page = 1000;
  * refusal is reported in words. Rows an earlier process wrote after its last checkpoint (it crashed,
  * or someone rewrote them while it was stopped) are consistent or not, but nobody signed them: they
  * are reported as unvouched, and that report is a row of the chain before any later checkpoint, so
- * no signature ever passes them off as verified.
+ * no signature ever passes them off as verified. When another instance holds a live checkpoint
+ * lease at start, those rows may be its own, not signed yet: the holder renews its lease every
+ * third of its term while it lives, so the report waits for one renewal period. A holder that
+ * renewed will sign them (they are watched until a checkpoint covers them, and reported if it
+ * stops renewing first); one that did not, or that released the lease with the rows unsigned,
+ * stopped, and they are reported (docs/scale-out.md, "One audit chain, several writers").
  *
  * Signing is async and never delays `append`: the head is read when the checkpoint is requested,
  * signed later, and the checkpoints are written in request order. A failed checkpoint is reported and
@@ -134,9 +164,9 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     adminJwk: household.adminJwk,
     now,
   });
-  const report = (entry: AuditCheckpointReport) => {
+  const report = async (entry: AuditCheckpointReport): Promise<void> => {
     try {
-      options.report?.(entry);
+      await options.report?.(entry);
     } catch (error) {
       options.onError?.(error instanceof Error ? error : new Error(String(error)));
     }
@@ -153,12 +183,28 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
   let closed = false;
   /** Whether this process held the lease at its last claim. */
   let holding = false;
+  /** Renews the lease while this process holds it, so a live holder's lease never lapses. */
+  let renewal: ReturnType<typeof setInterval> | undefined;
+  /** The renewal in flight, waited for before the lease is released at close. */
+  let renewing: Promise<unknown> = Promise.resolve();
+  /**
+   * Rows an earlier process left unsigned, found while another instance held a live lease: that
+   * holder may be alive and about to sign them, or have died within its lease. Judged by whether
+   * the holder renews its lease (below); reported unless it lives, or a checkpoint covers them.
+   */
+  let pendingTail: PendingTail | undefined;
+  /** Whether the inherited tail was reported or found signed: it is never reported twice. */
+  let tailSettled = false;
+  let judgement: ReturnType<typeof setTimeout> | undefined;
+  /** When (monotonic ms) the pending tail's holder is judged. */
+  let judgedAt = 0;
+  const leaseTtl = options.lease?.ttlMs ?? defaultCheckpointLeaseMs;
   const unreachable = new Set<string>();
 
   const refuse = (rowId: number, reason: string): void => {
     if (refusal !== undefined) return;
     refusal = { rowId, reason };
-    report({
+    void report({
       kind: 'audit-checkpoint-refused',
       outcome: 'error',
       message: `The household admin signs no audit checkpoint: the chain does not verify from the previous checkpoint — ${reason}. Run npm run audit:verify, and keep this data folder as evidence.`,
@@ -229,7 +275,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
       const verdict = await verifyCheckpoint(held, `the checkpoint the witness ${witness.name} holds`);
       if (!verdict.ok) {
         // A record the admin did not sign vouches for nothing (and cannot stand in for one that was).
-        report({
+        void report({
           kind: 'audit-witness-refused',
           outcome: 'error',
           message: verdict.reason,
@@ -255,24 +301,119 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     const broken = await verifySegment(from, head);
     if (broken !== undefined) return refuse(broken.rowId, broken.reason);
     const earlier = await inherited;
-    // 4. Rows an earlier process wrote and never signed: said so in the chain before anything is signed over them.
-    if (earlier.rowId > from.rowId) {
-      report({
-        kind: 'audit-tail-unvouched',
-        outcome: 'error',
-        message: `Rows ${from.rowId + 1} to ${earlier.rowId} were written after the last checkpoint (row ${from.rowId}) by a process that stopped without signing them: no checkpoint vouches for them, and they may have been rewritten while it was stopped.`,
-        data: { fromRow: from.rowId + 1, toRow: earlier.rowId, checkpointRow: from.rowId },
-      });
-      floor = earlier.rowId + 1;
+    // 4. Rows an earlier process wrote and never signed: said so in the chain before anything is
+    //    signed over them, unless a live lease holder will sign them (judged, below).
+    if (!tailSettled && earlier.rowId > from.rowId) {
+      const tail = { fromRow: from.rowId + 1, toRow: earlier.rowId, checkpointRow: from.rowId };
+      const holder = await liveHolder();
+      if (holder === undefined) await reportTail(tail);
+      else deferTail(tail, holder);
+    } else if (earlier.rowId <= from.rowId) {
+      // Signed since (a checkpoint at or past them verified from the one before): nothing to say.
+      settleTail();
     }
     verified = head;
+  };
+
+  /** Another instance's lease, unexpired on this clock; `undefined` when none, or this one's. */
+  const liveHolder = async (): Promise<CheckpointLeaseHolder | undefined> => {
+    const { lease } = options;
+    if (lease === undefined) return undefined;
+    try {
+      const holder = await lease.store.holder();
+      return holder !== undefined && holder.owner !== lease.owner && holder.expiresAt > now().getTime()
+        ? holder
+        : undefined;
+    } catch (error) {
+      // Unknown: the tail is reported, as if nobody held the lease (a false alarm, never a silence).
+      options.onError?.(new Error('the audit checkpoint lease could not be read', { cause: error }));
+      return undefined;
+    }
+  };
+
+  const settleTail = (): void => {
+    tailSettled = true;
+    pendingTail = undefined;
+    clearTimeout(judgement);
+  };
+
+  /** Says in the chain that nobody vouches for `tail`, and waits for it, so no later checkpoint leaves it out. */
+  const reportTail = async (tail: UnsignedTail): Promise<void> => {
+    settleTail();
+    await report({
+      kind: 'audit-tail-unvouched',
+      outcome: 'error',
+      message: `Rows ${tail.fromRow} to ${tail.toRow} were written after the last checkpoint (row ${tail.checkpointRow}) by a process that stopped without signing them: no checkpoint vouches for them, and they may have been rewritten while it was stopped.`,
+      data: { fromRow: tail.fromRow, toRow: tail.toRow, checkpointRow: tail.checkpointRow },
+    });
+    // The report's row is in the chain now when the reporter waited for it: no head below it is signed.
+    floor = Math.max(floor, tail.toRow + 1, (await audit.head().catch(() => ({ rowId: 0 }))).rowId);
+  };
+
+  /**
+   * The tail's writer may be the live holder of the lease, which renews it every third of its
+   * term and will sign the tail at its next checkpoint. So the judgement waits for one renewal:
+   * at most two thirds of the term, or the lease's expiry if sooner.
+   */
+  const deferTail = (tail: UnsignedTail, seen: CheckpointLeaseHolder): void => {
+    pendingTail = { ...tail, seen, judged: false };
+    watchHolder(seen);
+  };
+
+  /** Judges the pending tail once `seen` should have been renewed (after `least` ms at least). */
+  const watchHolder = (seen: CheckpointLeaseHolder, least = 0): void => {
+    clearTimeout(judgement);
+    if (closed) return;
+    const wait = Math.max(least, Math.min((leaseTtl * 2) / 3, seen.expiresAt - now().getTime()));
+    judgedAt = performance.now() + wait;
+    judgement = setTimeout(() => void enqueue(judgeTail), wait);
+    judgement.unref();
+  };
+
+  /**
+   * The pending tail after a renewal period: signed by then (nothing to say), its holder alive
+   * (it renewed; watched on, in case it dies before it signs), or its holder gone (it stopped
+   * renewing, released the lease without signing the tail, or another instance took the lease
+   * over): reported.
+   */
+  const judgeTail = async (): Promise<void> => {
+    const tail = pendingTail;
+    const { lease } = options;
+    if (tail === undefined || lease === undefined || refusal !== undefined) return;
+    try {
+      const newest = await newestSigned();
+      if (newest !== undefined && newest >= tail.toRow) return settleTail();
+      const holder = await lease.store.holder();
+      if (
+        holder !== undefined &&
+        holder.owner === tail.seen.owner &&
+        holder.expiresAt > tail.seen.expiresAt &&
+        holder.expiresAt > now().getTime()
+      ) {
+        pendingTail = { ...tail, seen: holder, judged: true };
+        return watchHolder(holder);
+      }
+      const signedTo = Math.max(tail.checkpointRow, newest ?? 0);
+      await reportTail({ fromRow: signedTo + 1, toRow: tail.toRow, checkpointRow: signedTo });
+    } catch (error) {
+      options.onError?.(new Error('the holder of the audit checkpoint lease could not be judged', { cause: error }));
+      watchHolder(tail.seen, leaseTtl / 3);
+    }
+  };
+
+  /** The row of the newest stored checkpoint, when the admin signed it. */
+  const newestSigned = async (): Promise<number | undefined> => {
+    const newest = await store.newest();
+    if (newest === undefined) return undefined;
+    const verdict = await verifyCheckpoint(newest, 'the newest checkpoint in the checkpoint store');
+    return verdict.ok ? verdict.checkpoint.rowId : undefined;
   };
 
   const witnessUnreachable = (witness: Witness, error: unknown): void => {
     options.onError?.(new Error(`the audit witness ${witness.name} could not be reached`, { cause: error }));
     if (unreachable.has(witness.name)) return;
     unreachable.add(witness.name);
-    report({
+    void report({
       kind: 'audit-witness-unreachable',
       outcome: 'error',
       message: `The audit witness ${witness.name} could not be reached: checkpoints are kept on this disk only until it answers (${error instanceof Error ? error.message : String(error)}).`,
@@ -288,7 +429,7 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
           const receipt = await each.submit(submission);
           unreachable.delete(each.name);
           if (!receipt.accepted) {
-            report({
+            void report({
               kind: 'audit-witness-refused',
               outcome: 'deny',
               message: `The audit witness ${each.name} refused the checkpoint at row ${checkpoint.rowId}: ${receipt.reason}.`,
@@ -302,30 +443,52 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     });
   };
 
+  /** Takes or renews the lease; whether this process holds it now. */
+  const claim = async (lease: NonNullable<AuditCheckpointsOptions['lease']>): Promise<boolean> => {
+    holding = await lease.store.claim({ owner: lease.owner, now: now().getTime(), ttlMs: leaseTtl });
+    if (holding && renewal === undefined && !closed) {
+      // While it lives, the holder's lease never lapses: one that does is one whose holder stopped.
+      renewal = setInterval(
+        () => {
+          renewing = claim(lease).catch((error: unknown) => {
+            options.onError?.(new Error('the audit checkpoint lease could not be renewed', { cause: error }));
+          });
+        },
+        lease.renewMs ?? leaseTtl / 3,
+      );
+      renewal.unref();
+    }
+    if (!holding) stopRenewal();
+    return holding;
+  };
+
+  const stopRenewal = (): void => {
+    clearInterval(renewal);
+    renewal = undefined;
+  };
+
   /**
    * Whether this process may sign now: always without a lease; with one, when it took or renewed
    * it. When another instance signed since this one last did, what this process verified is stale:
    * it is dropped, so the caller verifies again from the newest stored checkpoint before it signs.
+   * So is it while an inherited tail waits on another holder's judgement: that holder let the
+   * lease go, so the tail is judged now, before anything is signed over it.
    */
   const maySign = async (): Promise<boolean> => {
     const { lease } = options;
     if (lease === undefined) return true;
     try {
-      holding = await lease.store.claim({
-        owner: lease.owner,
-        now: now().getTime(),
-        ttlMs: lease.ttlMs ?? defaultCheckpointLeaseMs,
-      });
-      if (!holding) return false;
+      if (!(await claim(lease))) return false;
       const newest: unknown = await store.newest();
       const newestRow =
         typeof newest === 'object' && newest !== null && 'rowId' in newest
           ? (newest as { rowId: unknown }).rowId
           : undefined;
-      if (newestRow !== lastSigned) established = undefined;
+      if (newestRow !== lastSigned || pendingTail !== undefined) established = undefined;
       return true;
     } catch (error) {
       holding = false;
+      stopRenewal();
       options.onError?.(new Error('the audit checkpoint lease could not be taken', { cause: error }));
       return false;
     }
@@ -379,10 +542,17 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
     }
   };
 
+  /** Runs `work` after every checkpoint and judgement asked for before it. */
+  const enqueue = <T>(work: () => Promise<T>): Promise<T> => {
+    const next = queue.then(work);
+    queue = next.catch(() => undefined);
+    return next;
+  };
+
   const request = (at?: AuditHead): Promise<AuditCheckpoint | undefined> => {
     // The head at the moment of the request (or the row that asked for it): later rows wait for the next checkpoint.
     const head = at === undefined ? audit.head() : Promise.resolve(at);
-    const written = queue.then(async () => {
+    return enqueue(async () => {
       let requested: AuditHead;
       try {
         requested = await head;
@@ -392,8 +562,6 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
       }
       return sign(requested);
     });
-    queue = written;
-    return written;
   };
 
   const unsubscribe = audit.subscribe((entry) => {
@@ -407,9 +575,20 @@ export function createAuditCheckpoints(options: AuditCheckpointsOptions): AuditC
       if (!closed) {
         closed = true;
         unsubscribe();
+        // A tail whose holder was not judged yet is judged first, at the end of its renewal period:
+        // closing must neither report a live holder's rows nor leave a dead one's unsaid.
+        const unjudged = pendingTail !== undefined && !pendingTail.judged;
+        clearTimeout(judgement);
+        if (unjudged) {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, judgedAt - performance.now())));
+          await enqueue(judgeTail);
+        }
+        clearTimeout(judgement);
         await request();
       }
       await queue;
+      stopRenewal();
+      await renewing;
       const { lease } = options;
       if (lease !== undefined && holding) {
         holding = false;

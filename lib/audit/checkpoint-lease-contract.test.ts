@@ -4,7 +4,9 @@
  * expired. The shared part runs two instances of the checkpointer on two handles of one household
  * store (two SQLite connections on one file, two `pg` pools on one database): each checkpoint
  * period is signed by one of them, never both, and the survivor of one that stopped signs on from
- * its checkpoint.
+ * its checkpoint. An instance starting while the holder lives does not report the holder's rows
+ * not signed yet; rows left unsigned by a holder that stopped within its lease, or appended while
+ * nobody held it, are reported.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +18,8 @@ import type { HouseholdEvent } from '../events';
 import { openPostgresHouseholdStore } from '../postgres-household-store';
 import { type OpenIdentity, openIdentity } from '../start-identity';
 import { type HouseholdStore, householdStoreLocation, openHouseholdStore, openSqliteHouseholdStore } from '../store';
-import { type AuditCheckpoints, createAuditCheckpoints } from './audit-checkpoints';
+import { type AuditCheckpointReport, type AuditCheckpoints, createAuditCheckpoints } from './audit-checkpoints';
+import type { AuditHead } from './audit-log';
 import { type CheckpointLeaseStore, createMemoryCheckpointLeaseStore } from './checkpoint-lease';
 
 const closers: (() => Promise<void> | void)[] = [];
@@ -92,10 +95,13 @@ const event: HouseholdEvent = {
 describe.each(Object.entries(leaseStores))('the %s checkpoint lease', (_name, open) => {
   it('has one holder until it expires or is released; the holder renews it', async () => {
     const [first, second] = (await open()) as [CheckpointLeaseStore, CheckpointLeaseStore];
+    expect(await second.holder()).toBeUndefined();
     expect(await first.claim({ owner: 'a', now: t0, ttlMs: 1000 })).toBe(true);
+    expect(await second.holder()).toStrictEqual({ owner: 'a', expiresAt: t0 + 1000 });
     expect(await second.claim({ owner: 'b', now: t0 + 999, ttlMs: 1000 })).toBe(false);
     // The holder renews: still its own past the first expiry.
     expect(await first.claim({ owner: 'a', now: t0 + 500, ttlMs: 1000 })).toBe(true);
+    expect(await second.holder()).toStrictEqual({ owner: 'a', expiresAt: t0 + 1500 });
     expect(await second.claim({ owner: 'b', now: t0 + 1200, ttlMs: 1000 })).toBe(false);
     // Expired: the other instance takes it, and the first one no longer holds it.
     expect(await second.claim({ owner: 'b', now: t0 + 1500, ttlMs: 1000 })).toBe(true);
@@ -103,7 +109,9 @@ describe.each(Object.entries(leaseStores))('the %s checkpoint lease', (_name, op
     // A release by another owner changes nothing; the holder's frees it at once.
     await first.release('a');
     expect(await first.claim({ owner: 'a', now: t0 + 1700, ttlMs: 1000 })).toBe(false);
+    expect(await first.holder()).toStrictEqual({ owner: 'b', expiresAt: t0 + 2500 });
     await second.release('b');
+    expect(await first.holder()).toBeUndefined();
     expect(await first.claim({ owner: 'a', now: t0 + 1700, ttlMs: 1000 })).toBe(true);
   });
 
@@ -127,18 +135,48 @@ describe.each(Object.entries(shared))('two checkpointers on one %s household sto
     const location = await kind.location();
     const stores = [await kind.open(location), await kind.open(location)];
     const checkpointers = stores.map((store, index) =>
-      createAuditCheckpoints({
-        audit: store.audit,
-        household: identity.household,
-        store: store.checkpoints,
-        lease: { store: store.checkpointLease, owner: `instance-${index}` },
-        // The test asks for each checkpoint itself.
-        every: 1_000_000,
-        now: clocks[index] as () => Date,
-      }),
+      checkpointer(store, { owner: `instance-${index}`, now: clocks[index] as () => Date }),
     );
     return { stores: stores as [HouseholdStore, HouseholdStore], checkpointers };
   };
+  /**
+   * One instance's checkpointer on `store`. It renews its lease only when the test asks (a process
+   * stopped without closing renews nothing), unless given `renewMs`.
+   */
+  const checkpointer = (
+    store: HouseholdStore,
+    options: {
+      owner: string;
+      now?: () => Date;
+      ttlMs?: number;
+      renewMs?: number;
+      inherited?: AuditHead;
+      reports?: AuditCheckpointReport[];
+    },
+  ): AuditCheckpoints =>
+    createAuditCheckpoints({
+      audit: store.audit,
+      household: identity.household,
+      store: store.checkpoints,
+      lease: {
+        store: store.checkpointLease,
+        owner: options.owner,
+        renewMs: options.renewMs ?? 1_000_000_000,
+        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+      },
+      // The test asks for each checkpoint itself.
+      every: 1_000_000,
+      ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.inherited === undefined ? {} : { inherited: options.inherited }),
+      // As the runtime does: each report is a row of the chain, and the checkpointer waits for it.
+      report: async (report) => {
+        options.reports?.push(report);
+        await store.audit.append({ ...event, kind: report.kind, outcome: report.outcome, message: report.message });
+      },
+    });
+  /** The unvouched tails among `reports`, by their rows. */
+  const unvouched = (reports: readonly AuditCheckpointReport[]) =>
+    reports.filter((report) => report.kind === 'audit-tail-unvouched').map((report) => report.data);
   /** Appends `count` rows, alternately through both handles. */
   const append = async (stores: readonly HouseholdStore[], count: number) => {
     for (let index = 0; index < count; index += 1) await (stores[index % 2] as HouseholdStore).audit.append(event);
@@ -189,5 +227,75 @@ describe.each(Object.entries(shared))('two checkpointers on one %s household sto
     await first.close();
     expect(await rowIds(stores[0])).toStrictEqual([10, 20, 30, 40]);
     expect(first.refused()).toBeUndefined();
+  });
+
+  // The lease's term in these tests: short, so a judgement waits two thirds of it at most.
+  const ttlMs = 1500;
+
+  it('does not report the rows a live holder has not signed yet when another instance starts; the holder signs them', async () => {
+    const location = await kind.location();
+    const [one, two] = [await kind.open(location), await kind.open(location)];
+    // The holder renews every third of its term while it lives.
+    const holder = checkpointer(one, { owner: 'holder', ttlMs, renewMs: ttlMs / 3 });
+    await append([one, one], 10);
+    expect((await holder.checkpoint())?.rowId).toBe(10);
+    await append([one, one], 10);
+    // A second instance starts now: rows 11 to 20 are the holder's, not signed yet.
+    const reports: AuditCheckpointReport[] = [];
+    const starting = checkpointer(two, { owner: 'starting', ttlMs, inherited: await two.audit.head(), reports });
+    expect(await starting.checkpoint()).toBeUndefined();
+    // Closing waits for the holder's renewal, which shows it alive: nothing to report.
+    await starting.close();
+    expect(unvouched(reports)).toStrictEqual([]);
+    expect((await holder.checkpoint())?.rowId).toBe(20);
+    await holder.close();
+    expect(await rowIds(one)).toStrictEqual([10, 20]);
+  });
+
+  it('reports the rows a holder left unsigned when it stopped within its lease, once the lease shows it stopped', async () => {
+    const location = await kind.location();
+    const [one, two] = [await kind.open(location), await kind.open(location)];
+    // The holder signs row 10, writes 10 more and stops without closing: it renews nothing more.
+    const holder = checkpointer(one, { owner: 'holder', ttlMs });
+    await append([one, one], 10);
+    expect((await holder.checkpoint())?.rowId).toBe(10);
+    await append([one, one], 10);
+    const reports: AuditCheckpointReport[] = [];
+    const starting = checkpointer(two, { owner: 'starting', ttlMs, inherited: await two.audit.head(), reports });
+    // Its lease is still live: nothing is said yet, nothing signed.
+    expect(await starting.checkpoint()).toBeUndefined();
+    expect(unvouched(reports)).toStrictEqual([]);
+    await starting.close();
+    expect(unvouched(reports)).toStrictEqual([{ fromRow: 11, toRow: 20, checkpointRow: 10 }]);
+  });
+
+  it('reports the rows appended while nobody held the lease, at once: after a close, and after a lease expired', async () => {
+    const location = await kind.location();
+    const [one, two] = [await kind.open(location), await kind.open(location)];
+    const first = checkpointer(one, { owner: 'first', ttlMs });
+    await append([one, one], 10);
+    await first.close();
+    expect(await rowIds(one)).toStrictEqual([10]);
+    // Appended with no signer running (an edit of the database, a process without a checkpointer).
+    await append([one, one], 5);
+    const reports: AuditCheckpointReport[] = [];
+    const second = checkpointer(two, { owner: 'second', ttlMs, inherited: await two.audit.head(), reports });
+    expect((await second.checkpoint())?.rowId).toBeGreaterThan(15);
+    expect(unvouched(reports)).toStrictEqual([{ fromRow: 11, toRow: 15, checkpointRow: 10 }]);
+    // The second stops without closing; an hour later its lease has long expired, and five more rows came.
+    const signed = (await rowIds(one)).at(-1) ?? 0;
+    await append([one, one], 5);
+    const later = () => new Date(Date.now() + 60 * 60 * 1000);
+    const laterReports: AuditCheckpointReport[] = [];
+    const third = checkpointer(one, {
+      owner: 'third',
+      ttlMs,
+      now: later,
+      inherited: await one.audit.head(),
+      reports: laterReports,
+    });
+    expect(await third.checkpoint()).toBeDefined();
+    expect(unvouched(laterReports)).toStrictEqual([{ fromRow: signed + 1, toRow: signed + 5, checkpointRow: signed }]);
+    await third.close();
   });
 });

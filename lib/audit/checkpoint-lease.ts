@@ -10,6 +10,12 @@ export interface CheckpointLeaseRequest {
   readonly ttlMs: number;
 }
 
+/** Who holds the checkpoint lease, and until when (milliseconds since the epoch, on the holder's clock). */
+export interface CheckpointLeaseHolder {
+  readonly owner: string;
+  readonly expiresAt: number;
+}
+
 /**
  * The household's one checkpoint lease (docs/scale-out.md "One audit chain, several writers"):
  * checkpoints of the shared chain are signed by whichever instance holds it, so every instance
@@ -25,6 +31,11 @@ export interface CheckpointLeaseStore {
   claim(request: CheckpointLeaseRequest): Promise<boolean>;
   /** Ends the owner's lease (at close), so the next instance signs at once; another owner's is left alone. */
   release(owner: string): Promise<void>;
+  /**
+   * The lease as it stands, expired or not; `undefined` when nobody took it or its holder released
+   * it. A holder renews it while it lives, so a lease that stops moving is one whose holder stopped.
+   */
+  holder(): Promise<CheckpointLeaseHolder | undefined>;
 }
 
 /** The lease's one row on SQLite (module `checkpoint-lease` in `lib/store.ts`). Append to change. */
@@ -51,12 +62,18 @@ export function createSqliteCheckpointLeaseStore(database: Database.Database): C
      RETURNING owner`,
   );
   const release = database.prepare(`DELETE FROM audit_checkpoint_lease WHERE name = 'signer' AND owner = ?`);
+  const holder = database.prepare<[], CheckpointLeaseHolder>(
+    `SELECT owner, expires_at AS expiresAt FROM audit_checkpoint_lease WHERE name = 'signer'`,
+  );
   return {
     async claim({ owner, now, ttlMs }) {
       return claim.get({ owner, now, expiresAt: now + ttlMs }) !== undefined;
     },
     async release(owner) {
       release.run(owner);
+    },
+    async holder() {
+      return holder.get();
     },
   };
 }
@@ -72,6 +89,9 @@ export function createMemoryCheckpointLeaseStore(): CheckpointLeaseStore {
     },
     async release(owner) {
       if (held?.owner === owner) held = undefined;
+    },
+    async holder() {
+      return held;
     },
   };
 }

@@ -35,5 +35,12 @@ export function createPostgresCheckpointLeaseStore(pool: pg.Pool): CheckpointLea
     async release(owner) {
       await pool.query(`DELETE FROM audit_checkpoint_lease WHERE name = 'signer' AND owner = $1`, [owner]);
     },
+    async holder() {
+      const { rows } = await pool.query<{ owner: string; expires_at: string }>(
+        `SELECT owner, expires_at FROM audit_checkpoint_lease WHERE name = 'signer'`,
+      );
+      const row = rows[0];
+      return row === undefined ? undefined : { owner: row.owner, expiresAt: Number(row.expires_at) };
+    },
   };
 }

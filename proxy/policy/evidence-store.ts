@@ -12,6 +12,14 @@ export interface EvidenceId {
  */
 export type EvidenceState = 'reserved' | 'in-doubt' | 'spent';
 
+/**
+ * How long a reservation holds its ids while its policy decides, unless a store is told otherwise:
+ * a crash there leaves nothing sent, and the ids are free again once it lapses. A caller told
+ * `payment_in_progress` by a reservation an instance that died left behind gets its answer only
+ * after this long.
+ */
+export const DEFAULT_EVIDENCE_LEASE_MS = 60_000;
+
 /** A held id as the store keeps it. */
 export interface HeldEvidence {
   readonly id: string;

@@ -13,14 +13,15 @@ export {
   type RouteResolverOptions,
 } from './bundle-router';
 export { CEL_BUILTIN_NAMES, type CelEngineOptions, celChecksSchema, loadCelEngine } from './cel-engine';
-export type {
-  CommitOptions,
-  EvidenceId,
-  EvidenceState,
-  EvidenceStore,
-  HeldEvidence,
-  ReserveOptions,
-  ReserveResult,
+export {
+  type CommitOptions,
+  DEFAULT_EVIDENCE_LEASE_MS,
+  type EvidenceId,
+  type EvidenceState,
+  type EvidenceStore,
+  type HeldEvidence,
+  type ReserveOptions,
+  type ReserveResult,
 } from './evidence-store';
 export {
   type AssemblyContext,

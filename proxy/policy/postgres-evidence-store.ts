@@ -4,7 +4,14 @@ import { ProxyError } from '../errors';
 import type { Migration } from '../store/apply-migrations';
 import { inTransaction } from '../store/apply-postgres-migrations';
 import { openPostgresPool } from '../store/open-postgres-pool';
-import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
+import {
+  DEFAULT_EVIDENCE_LEASE_MS,
+  type EvidenceId,
+  type EvidenceState,
+  type EvidenceStore,
+  type HeldEvidence,
+  type ReserveResult,
+} from './evidence-store';
 
 /**
  * The evidence table on PostgreSQL (SPEC §4.7, §11), registered as module `evidence` like SQLite's,
@@ -77,7 +84,7 @@ const columns = 'id, state, reservation, fingerprint, result';
  * the pool to its owner.
  */
 export function createPostgresEvidenceStore(pool: pg.Pool, settings: PostgresEvidenceStoreSettings): EvidenceStore {
-  const leaseMs = settings.leaseMs ?? 60_000;
+  const leaseMs = settings.leaseMs ?? DEFAULT_EVIDENCE_LEASE_MS;
   const liveEntries = async (client: pg.Pool | pg.PoolClient, ids: readonly string[], now: number) => {
     const rows = await client.query<EvidenceRow>(
       `SELECT ${columns} FROM spent_evidence WHERE id = ANY($1::text[]) AND ${liveAt('$2')}`,

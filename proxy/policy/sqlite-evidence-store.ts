@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { ProxyError } from '../errors';
 import { type Migration, openSqliteFile, prepareStatements } from '../store/apply-migrations';
-import type { EvidenceId, EvidenceState, EvidenceStore, HeldEvidence, ReserveResult } from './evidence-store';
+import {
+  DEFAULT_EVIDENCE_LEASE_MS,
+  type EvidenceId,
+  type EvidenceState,
+  type EvidenceStore,
+  type HeldEvidence,
+  type ReserveResult,
+} from './evidence-store';
 
 /** One schema step of the evidence table: the same shape as the household store's migrations. */
 export type EvidenceStoreMigration = Migration;
@@ -98,7 +105,7 @@ export function createSqliteEvidenceStore(
   database: Database.Database,
   settings: SqliteEvidenceStoreSettings,
 ): EvidenceStore {
-  const leaseMs = settings.leaseMs ?? 60_000;
+  const leaseMs = settings.leaseMs ?? DEFAULT_EVIDENCE_LEASE_MS;
   const statements = prepareStatements(database, prepare, 'evidenceStoreMigrations');
   const { purge, count, live, insert, markInDoubt, commit, release } = statements;
   const liveEntry = (id: string, now: number): HeldEvidence | undefined => {

@@ -3,12 +3,17 @@
  * one PostgreSQL database, sharing the data folder's key file as two app instances do, each
  * serving its proxy over real HTTP at `/mcp`. Fifty charges of one approved order, half through
  * each instance at once, make exactly one charge on the rail and one receipt; a second approval of
- * the paid order is refused on either instance.
+ * the paid order is refused on either instance. A decision recorded through B, on an order or on a
+ * gated call, wakes the wait on A as it commits: both instances poll the store only every ten
+ * minutes here, so nothing but the store's notification can end the wait before its deadline.
+ * B, started while A was alive and holding the checkpoint lease, reports none of A's rows as
+ * unvouched (A signs them).
  */
 import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveHttp } from '../../proxy/index';
+import { callHashOf, serveHttp } from '../../proxy/index';
+import { assertCall } from '../identity/call-approval-support';
 import { textOf } from '../proxy/helpers';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../support/postgres';
 import { startTestHousehold, type TestHousehold } from './household';
@@ -17,7 +22,17 @@ const token = 'charges-across-instances-0123456789';
 let url: string;
 let a: TestHousehold;
 let b: TestHousehold;
+let bClosed = false;
 const closers: (() => Promise<void>)[] = [];
+/** How often a waiting approval reads the store here: longer than any wait, so only a notification wakes one. */
+const approvalPollMs = 10 * 60 * 1000;
+/**
+ * A wait's deadline, beyond the test's own timeout: a wait reads the store once more at its
+ * deadline, so a wait nothing woke would end only then, and the test fails by its timeout first.
+ */
+const waitMs = approvalPollMs;
+/** The timeout of a test whose wait only a notification can end in time. */
+const wakeTestMs = 60_000;
 
 /** A 2026 client over HTTP to `endpoint`, having searched for the charge tool: its `call_tool` of the charge. */
 async function chargeThrough(endpoint: string): Promise<(args: Record<string, unknown>) => Promise<CallToolResult>> {
@@ -57,16 +72,62 @@ it.skipIf(postgresAvailable)(`charges across two instances are skipped: ${postgr
 describe.skipIf(!postgresAvailable)('charges of one order through two instances on one database', () => {
   beforeAll(async () => {
     url = await createTestDatabase();
-    a = await startTestHousehold({ env: { DATABASE_URL: url } });
+    a = await startTestHousehold({ env: { DATABASE_URL: url }, approvalPollMs });
     // The second instance: the same database and key file, the household and its members found there.
-    b = await startTestHousehold({ dataDir: a.dataDir, enrol: false, env: { DATABASE_URL: url } });
+    b = await startTestHousehold({ dataDir: a.dataDir, enrol: false, env: { DATABASE_URL: url }, approvalPollMs });
   }, 120_000);
 
   afterAll(async () => {
     for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-    await b?.close();
+    if (!bClosed) await b?.close();
     await a?.close();
   });
+
+  it(
+    'an approval recorded through B wakes the wait on A as it commits, not at its next poll',
+    async () => {
+      const { invoice } = (await a.invoice([{ sku: 'large-pepperoni', qty: 1 }])) as { invoice: string };
+      const { json } = await a.call('request_approval', { invoice }, 'request approval household');
+      const approvalId = String(json?.approvalId);
+      const waiting = a.runtime.identity.approvals.wait({ approvalId, timeoutMs: waitMs });
+      for (const role of ['child', 'parent'] as const) {
+        const member = a.members[role];
+        const started = await b.runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
+        if (!started.ok) throw new Error(started.reason);
+        const approved = await b.runtime.identity.passkeys.approval.verify({
+          session: member.session,
+          ceremonyId: started.ceremonyId,
+          response: member.authenticator.assert(started.options),
+        });
+        expect(approved.verified).toBe(true);
+      }
+      expect((await waiting).status).toBe('approved');
+    },
+    wakeTestMs,
+  );
+
+  it(
+    'a gated call approved through B wakes the gate waiting on A as it commits',
+    async () => {
+      const { invoiceId } = (await a.invoice([{ sku: 'cheese-slice', qty: 1 }])) as { invoiceId: string };
+      const call = { tool: 'pizza__cancel_order', arguments: { invoiceId, reason: 'ordered twice' } };
+      const checked = await a.runtime.identity.callApprovals.gate.check({
+        ...call,
+        callHash: callHashOf(call),
+        roles: ['child'],
+      });
+      if (checked.status !== 'pending') throw new Error(`the call is ${checked.status}, not waiting for the child`);
+      const waiting = a.runtime.identity.callApprovals.wait({ requestId: checked.requestId, timeoutMs: waitMs });
+      const approved = await b.runtime.identity.callApprovals.approve({
+        requestId: checked.requestId,
+        role: 'child',
+        assertion: assertCall(a.members.child.authenticator, callHashOf(call)),
+      });
+      expect(approved).toMatchObject({ ok: true });
+      expect((await waiting).status).toBe('approved');
+    },
+    wakeTestMs,
+  );
 
   it('50 at once, half through each instance: one charge on the rail, one receipt', async () => {
     const endpoints: string[] = [];
@@ -106,5 +167,12 @@ describe.skipIf(!postgresAvailable)('charges of one order through two instances 
         expect(started.ok, `${role} on ${household === a ? 'A' : 'B'}`).toBe(false);
       }
     }
+  });
+
+  it("B, started while A was alive and held the checkpoint lease, reports none of A's rows as unvouched", async () => {
+    // B's close waits for its judgement of A's lease, if it has not judged it yet: A renewed it.
+    await b.close();
+    bClosed = true;
+    expect(await scalar("SELECT COUNT(*) FROM audit_log WHERE kind = 'audit-tail-unvouched'")).toBe(0);
   });
 });

@@ -85,6 +85,7 @@ export async function startTestHousehold(
     onEvent?: RuntimeOptions['onEvent'];
     enrol?: boolean;
     auditCheckpointEvery?: number;
+    approvalPollMs?: number;
     /** More household environment (`PIZZA_URL`, `EXTENSIBLE_MCP_AUDIT_WITNESS_FILE`, …). */
     env?: Readonly<Record<string, string>>;
   } = {},
@@ -104,6 +105,7 @@ export async function startTestHousehold(
     ...(options.railTimeoutMs === undefined ? {} : { railTimeoutMs: options.railTimeoutMs }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     ...(options.auditCheckpointEvery === undefined ? {} : { auditCheckpointEvery: options.auditCheckpointEvery }),
+    ...(options.approvalPollMs === undefined ? {} : { approvalPollMs: options.approvalPollMs }),
   });
   const client = await connectInMemory(runtime.gateway, { name: 'payments-test', principal: { id: 'test' } });
   const members = {} as Record<Role, Member>;
