@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { listenPostgresChannel } from './listen-postgres-channel';
+import { listenPostgresChannel } from '../proxy/index';
 
 /**
  * The channel every change of an approval request or a call-approval request notifies, in the
