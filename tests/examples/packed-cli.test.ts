@@ -132,12 +132,14 @@ describe('the CLI outside a checkout (npm pack, install into an empty folder)', 
         env: offlineEnvironment(),
       });
       sessions.push(session);
+      // A search waits 10 s at most for servers still connecting: wait for the start's end instead.
+      await session.untilStderr(/connected \d+ of \d+ servers/);
       expect((await session.client.listTools()).tools.map((tool) => tool.name)).toEqual([
         'search_tools',
         'call_tool',
         'load_mcp_server',
       ]);
-      expect(await searchNames(session.client, 'echo back a message')).toContain('everything__echo');
+      expect(await searchNames(session.client, 'echo back a message'), session.stderr()).toContain('everything__echo');
       expect(textOf(await callTool(session.client, 'everything__echo', { message: 'packed' }))).toBe('Echo: packed');
       expect(session.stderr()).toContain(`config: ${config}`);
 

@@ -34,6 +34,8 @@ export interface StdioSession {
   readonly client: Client;
   /** Everything the process wrote to stderr so far. */
   stderr(): string;
+  /** Resolves once stderr matches `pattern` (already written, or when it is). */
+  untilStderr(pattern: RegExp): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -52,16 +54,28 @@ export async function connectStdio(options: {
     ...(options.cwd !== undefined && { cwd: options.cwd }),
   });
   let stderr = '';
+  const waiters = new Set<{ pattern: RegExp; resolve: () => void }>();
   transport.stderr?.on('data', (chunk: Buffer) => {
     stderr += chunk.toString('utf8');
+    for (const waiter of waiters) {
+      if (waiter.pattern.test(stderr)) {
+        waiters.delete(waiter);
+        waiter.resolve();
+      }
+    }
   });
+  const untilStderr = (pattern: RegExp) =>
+    new Promise<void>((resolve) => {
+      if (pattern.test(stderr)) resolve();
+      else waiters.add({ pattern, resolve });
+    });
   const client = new Client({ name: 'examples-test', version: '1.0.0' });
   try {
     await client.connect(transport);
   } catch (error) {
     throw new Error(`could not connect to ${options.command} ${options.args.join(' ')}:\n${stderr}`, { cause: error });
   }
-  return { client, stderr: () => stderr, close: () => client.close() };
+  return { client, stderr: () => stderr, untilStderr, close: () => client.close() };
 }
 
 /** Lists the tools a stdio server really serves, asked directly (no proxy in between). */
