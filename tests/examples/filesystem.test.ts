@@ -48,6 +48,8 @@ beforeAll(async () => {
     cwd: folder,
     env: offlineEnvironment(),
   });
+  // Searches below wait on the start's end, never on the search's 10 s grace for servers still connecting.
+  await cli.untilStderr(/connected \d+ of \d+ servers/);
   client = cli.client;
 }, 60_000);
 

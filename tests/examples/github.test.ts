@@ -77,6 +77,8 @@ describe('examples/github through the CLI (real server-github over stdio, real S
       cwd: root,
       env: offlineEnvironment(token),
     });
+    // Searches below wait on the start's end, never on the search's 10 s grace for servers still connecting.
+    await cli.untilStderr(/connected \d+ of \d+ servers/);
     client = cli.client;
   }, 60_000);
 
