@@ -6,6 +6,7 @@ import { AllowancesSection } from './allowances-section';
 import { GatedCallCard, type PendingCall } from './gated-call-card';
 import { type HouseholdProfile, HouseholdSection } from './household-section';
 import { identityCall } from './identity-call';
+import { NameField } from './name-field';
 import { passkeyProblem } from './passkey-problem';
 import { type PendingApproval, PendingApprovalCard } from './pending-approval-card';
 import { SiteHeader } from './site-header';
@@ -363,27 +364,18 @@ export function ApproveWindow({ role, request }: { readonly role: Role; readonly
               <form onSubmit={enrol} className="mt-2">
                 {role === 'parent' && (
                   <div className="mb-3 grid grid-cols-[auto_1fr] items-center gap-2">
-                    <label htmlFor="enrol-parent-name" className="text-sm text-slate-700">
-                      Your name
-                    </label>
-                    <input
+                    <NameField
                       id="enrol-parent-name"
-                      maxLength={40}
+                      label="Your name"
                       autoComplete="given-name"
                       value={enrolNames.parent}
-                      onChange={(event) => setEnrolNames((names) => ({ ...names, parent: event.target.value }))}
-                      className="rounded-md border border-slate-300 px-3 py-1"
+                      onChange={(parent) => setEnrolNames((names) => ({ ...names, parent }))}
                     />
-                    <label htmlFor="enrol-child-name" className="text-sm text-slate-700">
-                      Your child's name
-                    </label>
-                    <input
+                    <NameField
                       id="enrol-child-name"
-                      maxLength={40}
-                      autoComplete="off"
+                      label="Your child's name"
                       value={enrolNames.child}
-                      onChange={(event) => setEnrolNames((names) => ({ ...names, child: event.target.value }))}
-                      className="rounded-md border border-slate-300 px-3 py-1"
+                      onChange={(child) => setEnrolNames((names) => ({ ...names, child }))}
                     />
                     <p className="col-span-2 text-sm text-slate-600">
                       Optional: the windows say "the parent" and "your child" until you name them.

@@ -3,6 +3,7 @@
 import { type FormEvent, useEffect, useState } from 'react';
 import type { MemberNames } from './format';
 import { identityCall } from './identity-call';
+import { NameField } from './name-field';
 
 /** The household's profile as the household route sends it. */
 export interface HouseholdProfile {
@@ -77,29 +78,19 @@ export function HouseholdSection({
         the agent never can.
       </p>
       <form onSubmit={save} aria-label="Household" className="mt-3 grid grid-cols-[auto_1fr] items-center gap-2">
-        <label htmlFor="household-parent-name" className="text-sm text-slate-700">
-          Your name
-        </label>
-        <input
+        <NameField
           id="household-parent-name"
-          maxLength={40}
-          autoComplete="off"
+          label="Your name"
           placeholder="the parent"
           value={parentName}
-          onChange={(event) => setParentName(event.target.value)}
-          className="rounded-md border border-slate-300 px-3 py-1"
+          onChange={setParentName}
         />
-        <label htmlFor="household-child-name" className="text-sm text-slate-700">
-          Your child's name
-        </label>
-        <input
+        <NameField
           id="household-child-name"
-          maxLength={40}
-          autoComplete="off"
+          label="Your child's name"
           placeholder="your child"
           value={childName}
-          onChange={(event) => setChildName(event.target.value)}
-          className="rounded-md border border-slate-300 px-3 py-1"
+          onChange={setChildName}
         />
         <label htmlFor="household-time-zone" className="text-sm text-slate-700">
           Time zone
