@@ -41,15 +41,44 @@ describe('the household event bus', () => {
     expect(seen).toEqual(['audit policy-decision', 'other policy-decision']);
   });
 
-  it('waits for an async required listener before the others, and keeps the order events were emitted in', async () => {
+  it('refuses a record whose row failed while an earlier one is still being taken, and fans out neither early', async () => {
     const bus = createEventBus();
     const seen: string[] = [];
+    let release: () => void = () => undefined;
+    const slow = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     bus.subscribe(
       async (event) => {
-        // The first event's write is the slowest: it must still be first everywhere.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        if (event.message === '1') await new Promise<void>((resolve) => setImmediate(resolve));
-        seen.push(`audit ${event.message}`);
+        if (event.message === 'slow') await slow;
+        else throw new Error('disk full');
+      },
+      { required: true },
+    );
+    bus.subscribe((event) => {
+      seen.push(`live ${event.message}`);
+    });
+    bus.emit({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: 'slow' });
+    const refused = bus.record({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: 'failed' });
+    // The failure settles first; it is still the record's, once the slow row is through.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(seen).toEqual([]);
+    release();
+    await expect(refused).rejects.toThrow('the policy-decision event could not be recorded');
+    expect(seen).toEqual(['live slow']);
+  });
+
+  it('hands events to a required listener at once and in order, and fans each out after it took it, in emission order', async () => {
+    const bus = createEventBus();
+    const seen: string[] = [];
+    const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+    bus.subscribe(
+      async (event) => {
+        seen.push(`audit takes ${event.message}`);
+        // The first event's write is the slowest: the live listeners must still see it first.
+        await turn();
+        if (event.message === '1') await turn();
+        seen.push(`audit took ${event.message}`);
       },
       { required: true },
     );
@@ -58,10 +87,12 @@ describe('the household event bus', () => {
     });
     const recorded = bus.record({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: '1' });
     bus.emit({ source: 'proxy', kind: 'policy-decision', outcome: 'allow', message: '2' });
+    // Both handed over before either settled (the audit table commits a burst together), in order.
+    expect(seen).toEqual(['audit takes 1', 'audit takes 2']);
     await recorded;
-    expect(seen).toEqual(['audit 1', 'live 1']);
+    expect(seen).toEqual(['audit takes 1', 'audit takes 2', 'audit took 2', 'audit took 1', 'live 1']);
     await bus.flush();
-    expect(seen).toEqual(['audit 1', 'live 1', 'audit 2', 'live 2']);
+    expect(seen.slice(5)).toEqual(['live 2']);
   });
 
   it('drops an event that breaks the schema, and says why', async () => {

@@ -45,9 +45,10 @@ export type EmittedEvent = Omit<HouseholdEvent, 'at'> & { readonly at?: string }
 
 /**
  * The in-process event bus: validates every event against the one schema, then hands it to the
- * required listeners (the audit table), waits until they took it, and only then fans it out to the
- * others. Events go through in the order they were emitted, one at a time, so the chain and the
- * live listeners see one order.
+ * required listeners (the audit table) at once, in emission order, waits until they took it, and
+ * only then fans it out to the others, one event at a time in emission order. A required listener
+ * must keep the order it is called in (`AuditLog.append` does), so the chain and the live
+ * listeners see one order.
  */
 export interface EventBus {
   /** Queues the event; never throws. A required listener's failure is reported, and the others still see it. */
@@ -58,7 +59,10 @@ export interface EventBus {
    * must not take effect unrecorded.
    */
   record(event: EmittedEvent): Promise<void>;
-  /** A `required` listener runs before the others; its failure is what {@link record} rejects with. */
+  /**
+   * A `required` listener takes each event before the others see it, and is called in emission order
+   * without waiting for its previous call to settle; its failure is what {@link record} rejects with.
+   */
   subscribe(listener: HouseholdEventSink, options?: { readonly required?: boolean }): () => void;
   /** Resolves once every event emitted so far has been recorded and fanned out. */
   flush(): Promise<void>;
@@ -73,18 +77,24 @@ export function createEventBus(options: { readonly onInvalid?: (error: Error) =>
   const required = new Set<HouseholdEventSink>();
   const listeners = new Set<HouseholdEventSink>();
   const report = (error: unknown) => options.onInvalid?.(error instanceof Error ? error : new Error(String(error)));
-  // One event at a time, in emission order: the chain's order is the order listeners see.
+  // The live listeners see one event at a time, in emission order: the chain's order.
   let tail: Promise<void> = Promise.resolve();
 
-  async function deliver(event: HouseholdEvent, strict: boolean): Promise<void> {
-    for (const listener of [...required]) {
-      try {
-        await listener(event);
-      } catch (error) {
-        report(error);
-        if (strict) throw new Error(`the ${event.kind} event could not be recorded`, { cause: error });
-      }
+  /**
+   * Hands the event to every required listener now, in emission order, without waiting for the
+   * previous event's to settle: the audit table keeps the order it is handed rows in, and commits a
+   * burst of them together. Settles once they all took it.
+   */
+  async function hand(event: HouseholdEvent, strict: boolean): Promise<void> {
+    const taken = await Promise.allSettled([...required].map(async (listener) => listener(event)));
+    for (const outcome of taken) {
+      if (outcome.status === 'fulfilled') continue;
+      report(outcome.reason);
+      if (strict) throw new Error(`the ${event.kind} event could not be recorded`, { cause: outcome.reason });
     }
+  }
+
+  function fanOut(event: HouseholdEvent): void {
     for (const listener of [...listeners]) {
       try {
         // A live listener is not waited for: a slow reader must not hold up the chain.
@@ -102,7 +112,11 @@ export function createEventBus(options: { readonly onInvalid?: (error: Error) =>
       report(error);
       return strict ? Promise.reject(error) : Promise.resolve();
     }
-    const step = tail.then(() => deliver(parsed.data, strict));
+    const taken = hand(parsed.data, strict);
+    // Its refusal is the step's, below; until earlier events are through, nothing else awaits it.
+    taken.catch(() => undefined);
+    // Fanned out after every earlier event, and only once the required listeners took this one.
+    const step = tail.then(() => taken).then(() => fanOut(parsed.data));
     tail = step.catch(() => undefined);
     return step;
   }

@@ -49,7 +49,8 @@ export interface AuditLog {
   /**
    * Writes the event as the chain's next row and resolves with it. The row is committed before the
    * promise resolves, so an event is in the chain before the response it describes leaves the
-   * process. Rejects on an event that fails the schema or a database fault.
+   * process. Appends made through one handle without waiting take ids in the order they were made.
+   * Rejects on an event that fails the schema or a database fault.
    */
   append(event: HouseholdEvent): Promise<AuditEntry>;
   /** Entries with an id above `id`, in id order: the live log's history and its `Last-Event-ID` resume. */

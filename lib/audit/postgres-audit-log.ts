@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { inTransaction, listenPostgresChannel } from '../../proxy/index';
 import type { Migration } from '../apply-migrations';
+import type { HouseholdEvent } from '../events';
 import { createAuditFeed } from './audit-feed';
 import type { AuditEntry, AuditHead, AuditLog } from './audit-log';
 import { AuditQuerySchema, appendableEvent, auditFilterColumns, maxAuditLimit, toAuditEntry } from './audit-rows';
@@ -58,7 +59,7 @@ export const postgresAuditMigrations: readonly Migration[] = [
  */
 export const auditLockKey = '7308607103741031780';
 
-/** The channel each append notifies, with the row id as the payload. */
+/** The channel each append transaction notifies, with its last row id as the payload. */
 export const auditChannel = 'audit_rows';
 
 /** Options of {@link createPostgresAuditLog}. */
@@ -69,6 +70,18 @@ export interface PostgresAuditLogOptions {
   readonly onListener?: (state: 'listening' | 'lost') => void;
   /** Milliseconds before the first reconnect, doubled per failure up to `max` (default 100 and 5000). */
   readonly reconnect?: { readonly first: number; readonly max: number };
+}
+
+/** The most rows one append transaction takes; more wait for the next one. */
+const maxAppendBatch = 200;
+
+/** An append waiting for its transaction. */
+interface QueuedAppend {
+  readonly event: HouseholdEvent;
+  /** Its canonical JSON bytes, which the row stores and the hash covers. */
+  readonly text: string;
+  resolve(entry: AuditEntry): void;
+  reject(error: unknown): void;
 }
 
 interface HeadRow {
@@ -86,8 +99,9 @@ interface StoredRow {
 /**
  * The audit log on a pool whose owner has applied {@link postgresAuditMigrations}, shared by every
  * instance of the household: one chain with several writers. An append takes
- * `pg_advisory_xact_lock(auditLockKey)`, reads the head, inserts the next row and notifies
- * {@link auditChannel} with its id, in one transaction: appends through any number of instances
+ * `pg_advisory_xact_lock(auditLockKey)`, reads the head, inserts the next rows and notifies
+ * {@link auditChannel} with the last id, in one transaction (appends made while one is in flight
+ * go together in the next): appends through any number of instances
  * commit one at a time, so ids follow commit order and a reader never sees an id before every
  * smaller one. The notification goes out at commit, and only then.
  *
@@ -156,39 +170,84 @@ export function createPostgresAuditLog(pool: pg.Pool, options: PostgresAuditLogO
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
 
+  /**
+   * Group commit: one append transaction in flight per handle, and the appends made meanwhile go
+   * together in the next one, in the order they were made. The lock and the durable commit are the
+   * cost of an append, so a burst of rows (every filter's decision on one call) pays them once, and
+   * an awaited row never queues behind a backlog of single-row transactions.
+   */
+  const waiting: QueuedAppend[] = [];
+  let flushing = false;
+  const commitBatch = async (batch: readonly QueuedAppend[]): Promise<AuditEntry[]> => {
+    const client = await pool.connect();
+    let broken: unknown;
+    try {
+      return await inTransaction(client, async () => {
+        // One writer at a time across every instance, until this transaction ends.
+        await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [auditLockKey]);
+        const last = (await client.query<HeadRow>('SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1')).rows[0];
+        let previous = { id: last === undefined ? 0 : Number(last.id), hash: last?.hash ?? genesisHash };
+        const entries = batch.map(({ event }): AuditEntry => {
+          const id = previous.id + 1;
+          const entry = {
+            id,
+            prevHash: previous.hash,
+            hash: hashAuditRow({ id, prevHash: previous.hash, event }),
+            event,
+          };
+          previous = entry;
+          return entry;
+        });
+        // In id order: the next-id trigger refuses any other (it sees the rows inserted before it).
+        await client.query(
+          `INSERT INTO audit_log (id, event, prev_hash, hash)
+             SELECT id, event, prev_hash, hash
+               FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
+                 WITH ORDINALITY AS given (id, event, prev_hash, hash, position)
+               ORDER BY position`,
+          [
+            entries.map((entry) => entry.id),
+            batch.map((queued) => queued.text),
+            entries.map((entry) => entry.prevHash),
+            entries.map((entry) => entry.hash),
+          ],
+        );
+        // Delivered at commit, and only if it commits: the payload is the batch's last id, never an event.
+        await client.query('SELECT pg_notify($1, $2)', [auditChannel, String(previous.id)]);
+        return entries;
+      });
+    } catch (error) {
+      broken = error;
+      throw error;
+    } finally {
+      // A connection that failed mid-transaction is discarded, never reused.
+      client.release(broken instanceof Error ? broken : undefined);
+    }
+  };
+  const flush = async () => {
+    flushing = true;
+    while (waiting.length > 0) {
+      const batch = waiting.splice(0, maxAppendBatch);
+      try {
+        const entries = await commitBatch(batch);
+        for (const [index, queued] of batch.entries()) queued.resolve(entries[index] as AuditEntry);
+        feed.poke();
+      } catch (error) {
+        // Nothing of the batch committed: each of its appends fails.
+        for (const queued of batch) queued.reject(error);
+      }
+    }
+    flushing = false;
+  };
+
   return {
     async append(event) {
       const parsed = appendableEvent(event);
       const text = canonicalJson(parsed);
-      const client = await pool.connect();
-      let broken: unknown;
-      try {
-        const entry = await inTransaction(client, async (): Promise<AuditEntry> => {
-          // One writer at a time across every instance, until this transaction ends.
-          await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [auditLockKey]);
-          const last = (await client.query<HeadRow>('SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1')).rows[0];
-          const id = last === undefined ? 1 : Number(last.id) + 1;
-          const prevHash = last?.hash ?? genesisHash;
-          const hash = hashAuditRow({ id, prevHash, event: parsed });
-          await client.query('INSERT INTO audit_log (id, event, prev_hash, hash) VALUES ($1, $2, $3, $4)', [
-            id,
-            text,
-            prevHash,
-            hash,
-          ]);
-          // Delivered at commit, and only if it commits: the payload is the id, never the event.
-          await client.query('SELECT pg_notify($1, $2)', [auditChannel, String(id)]);
-          return { id, prevHash, hash, event: parsed };
-        });
-        feed.poke();
-        return entry;
-      } catch (error) {
-        broken = error;
-        throw error;
-      } finally {
-        // A connection that failed mid-transaction is discarded, never reused.
-        client.release(broken instanceof Error ? broken : undefined);
-      }
+      return new Promise<AuditEntry>((resolve, reject) => {
+        waiting.push({ event: parsed, text, resolve, reject });
+        if (!flushing) void flush();
+      });
     },
     after: (id, query) => select(id, query),
     forOrder: (orderId) => select(0, { limit: maxAuditLimit, filter: { orderId } }),
