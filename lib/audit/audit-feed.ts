@@ -1,4 +1,4 @@
-import type { AuditHead, AuditListener } from './audit-log';
+import type { AuditEntry, AuditHead, AuditListener } from './audit-log';
 import { toAuditEntry } from './audit-rows';
 import type { StoredAuditRow } from './check-audit-row';
 
@@ -23,8 +23,17 @@ export interface AuditFeed {
    * subscription starts), in id order, each once; returns the unsubscribe.
    */
   subscribe(listener: AuditListener, after?: number): () => void;
-  /** New rows may be in the table (a local append, a notification, a reconnect, a poll): every subscriber reads after its last row. */
-  poke(): void;
+  /**
+   * New rows may be in the table (a notification, a reconnect, a poll): every subscriber reads after
+   * its last row. `through`, when known, is the id the table holds rows up to: a subscriber already
+   * given that row reads nothing.
+   */
+  poke(through?: number): void;
+  /**
+   * Rows this handle just committed, in id order: an idle subscriber whose last row is the one
+   * before them is given them without a read; any other reads after its last row, as on a poke.
+   */
+  committed(entries: readonly AuditEntry[]): void;
 }
 
 interface Subscription {
@@ -44,6 +53,14 @@ interface Subscription {
 export function createAuditFeed(options: AuditFeedOptions): AuditFeed {
   const subscriptions = new Set<Subscription>();
 
+  const give = (subscription: Subscription, entry: AuditEntry) => {
+    try {
+      subscription.listener(entry);
+    } catch {
+      // A failing reader (a closed SSE stream) must not starve the others. Readers report their own faults.
+    }
+  };
+
   const drain = async (subscription: Subscription): Promise<void> => {
     if (subscription.running) {
       subscription.again = true;
@@ -61,12 +78,7 @@ export function createAuditFeed(options: AuditFeedOptions): AuditFeed {
             subscription.last = row.id;
             // A row that no longer parses was edited outside the app: the verifier names it; readers skip it.
             const entry = toAuditEntry(row);
-            if (entry === undefined) continue;
-            try {
-              subscription.listener(entry);
-            } catch {
-              // A failing reader (a closed SSE stream) must not starve the others. Readers report their own faults.
-            }
+            if (entry !== undefined) give(subscription, entry);
           }
           if (rows.length < page || !subscription.active) break;
         }
@@ -91,8 +103,26 @@ export function createAuditFeed(options: AuditFeedOptions): AuditFeed {
         if (subscriptions.size === 0) options.onActive?.(false);
       };
     },
-    poke() {
-      for (const subscription of subscriptions) void drain(subscription);
+    poke(through) {
+      for (const subscription of subscriptions) {
+        const given = !subscription.running && through !== undefined && (subscription.last ?? 0) >= through;
+        if (!given) void drain(subscription);
+      }
+    },
+    committed(entries) {
+      const first = entries[0];
+      if (first === undefined) return;
+      for (const subscription of subscriptions) {
+        if (subscription.running || subscription.last !== first.id - 1) {
+          void drain(subscription);
+          continue;
+        }
+        for (const entry of entries) {
+          if (!subscription.active) break;
+          subscription.last = entry.id;
+          give(subscription, entry);
+        }
+      }
     },
   };
 }

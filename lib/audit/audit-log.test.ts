@@ -151,6 +151,29 @@ describe('the audit log', () => {
     }
   });
 
+  it("never hands a subscriber its own handle's row over another handle's rows it has not read yet", async () => {
+    const { store, path } = fresh();
+    const other = open(path);
+    const seen: number[] = [];
+    let caughtUp: () => void = () => undefined;
+    const four = new Promise<void>((resolve) => {
+      caughtUp = resolve;
+    });
+    store.audit.subscribe(
+      (entry) => {
+        seen.push(entry.id);
+        if (entry.id === 4) caughtUp();
+      },
+      { after: 0 },
+    );
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    // Rows 1–3 come through the other connection, which this handle hears of only at its next poll.
+    for (const session of ['b1', 'b2', 'b3']) await other.audit.append(event({ session }));
+    await store.audit.append(event());
+    await four;
+    expect(seen).toEqual([1, 2, 3, 4]);
+  });
+
   it('extends one chain when two connections to the file append in turn', async () => {
     const { store, path } = fresh();
     const other = open(path);

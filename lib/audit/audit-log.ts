@@ -158,7 +158,7 @@ export function createSqliteAuditLog(database: Database.Database, options: Sqlit
     async append(event) {
       const parsed = appendableEvent(event);
       const entry = write.immediate(parsed, canonicalJson(parsed));
-      feed.poke();
+      feed.committed([entry]);
       return entry;
     },
     after: async (id, query = {}) => select(id, query),

@@ -153,7 +153,8 @@ export function createPostgresAuditLog(pool: pg.Pool, options: PostgresAuditLogO
       if (active)
         stopListening = listenPostgresChannel(pool, {
           channel: auditChannel,
-          onNotification: () => feed.poke(),
+          // The payload is the last id of a committed batch: subscribers already past it read nothing.
+          onNotification: (payload) => feed.poke(/^[1-9][0-9]{0,15}$/.test(payload) ? Number(payload) : undefined),
           onState(state) {
             // Rows committed while nobody listened are read now, by id.
             if (state === 'listening') feed.poke();
@@ -231,7 +232,7 @@ export function createPostgresAuditLog(pool: pg.Pool, options: PostgresAuditLogO
       try {
         const entries = await commitBatch(batch);
         for (const [index, queued] of batch.entries()) queued.resolve(entries[index] as AuditEntry);
-        feed.poke();
+        feed.committed(entries);
       } catch (error) {
         // Nothing of the batch committed: each of its appends fails.
         for (const queued of batch) queued.reject(error);
