@@ -200,8 +200,8 @@ export function createPostgresAllowanceStore(pool: pg.Pool): AllowanceStore {
     revoke: (allowanceId, now) =>
       guarded('revoke', () =>
         transaction(async (client) => {
-          const record = await locked(client, allowanceId);
-          if (record === undefined || record.revokedAt !== undefined) return false;
+          // The row lock orders this revocation after every hold of this allowance that came first.
+          if ((await locked(client, allowanceId)) === undefined) return false;
           // Read under the row lock: every hold of this allowance that came first has committed, and
           // every later one waits for this commit and then finds it revoked.
           const sequence = sumRow.parse(
@@ -212,6 +212,8 @@ export function createPostgresAllowanceStore(pool: pg.Pool): AllowanceStore {
               )
             ).rows[0],
           ).spent;
+          // The statement's condition decides whether this is the first revocation, as SQLite's
+          // does: a second one changes nothing, neither the time nor the sequence, and says so.
           const changed = await client.query(
             `UPDATE allowances SET revoked_at = $2, revoked_after_sequence = $3
              WHERE allowance_id = $1 AND revoked_at IS NULL`,

@@ -35,6 +35,18 @@ describe('loadConfig', () => {
     );
   });
 
+  it('turns the elicitation filter on only for filters.elicit_missing: true, and refuses a value that is not a boolean', () => {
+    const on = gatewayOptionsFromConfig(loadConfig(writeConfig({ mcpServers: {}, filters: { elicit_missing: true } })));
+    expect(on.elicitation?.name).toBe('elicitation');
+    for (const filters of [{}, { elicit_missing: false }]) {
+      expect(
+        gatewayOptionsFromConfig(loadConfig(writeConfig({ mcpServers: {}, filters }))).elicitation,
+      ).toBeUndefined();
+    }
+    const path = writeConfig({ mcpServers: {}, filters: { elicit_missing: 'yes' } });
+    expect(() => loadConfig(path)).toThrow(/filters\.elicit_missing: Invalid input: expected boolean/);
+  });
+
   it('refuses both command and url, naming the file and the path', () => {
     const path = writeConfig({ mcpServers: { both: { command: 'node', url: 'https://x.example/mcp' } } });
     expect(() => loadConfig(path)).toThrow(

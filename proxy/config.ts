@@ -90,6 +90,12 @@ const filtersSchema = z.strictObject({
     .optional(),
   rego_policy: nonBlank.optional(),
   /**
+   * Asks the client's user for a missing required argument before a call is forwarded (SPEC
+   * §3.10, the elicitation middleware as a call filter): a form for a 2025 client, an
+   * `input_required` round for a 2026 one. A secret-looking field is never asked for. Off by default.
+   */
+  elicit_missing: z.boolean().optional(),
+  /**
    * Tools a person must approve with a passkey over the exact call (docs/human-authority.md):
    * `tool` is a glob over qualified names, `roles` who must each approve.
    */

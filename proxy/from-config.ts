@@ -1,4 +1,5 @@
 import type { ProxyConfig } from './config';
+import { elicitationFilter } from './elicitation/elicitation-filter';
 import type { GatewayOptions } from './gateway/create-gateway';
 import type { DownstreamSpec } from './gateway/types';
 
@@ -38,6 +39,8 @@ export function gatewayOptionsFromConfig(config: ProxyConfig): GatewayOptions {
       },
     }),
     ...(load?.allow_localhost === true && { allowLocalhostLoads: true }),
+    // The YAML's defaults: required fields from the schema, secret-looking ones never asked for.
+    ...(config.filters.elicit_missing === true && { elicitation: elicitationFilter() }),
     // Rules only: a config file names no approval source, so the proxy on its own refuses every
     // matching call (fail closed); the household app supplies the gate and the ledger.
     ...(config.filters.approval_required && { approvalRequired: { rules: config.filters.approval_required } }),

@@ -52,6 +52,7 @@ export async function reloadServers(options: ReloadServersOptions): Promise<Relo
       ...(mapped.accessControl !== undefined && { accessControl: mapped.accessControl }),
       ...(mapped.loadControl !== undefined && { loadControl: mapped.loadControl }),
       ...(regoPolicy !== undefined && { regoPolicy }),
+      ...(mapped.elicitation !== undefined && { elicitation: mapped.elicitation }),
       ...(mapped.approvalRequired !== undefined && { approvalRequired: mapped.approvalRequired }),
     };
     next = { ...filters, servers: mapped.servers ?? {} };

@@ -76,6 +76,11 @@ export interface GatewayOptions {
   /** The `rego_policy` filter, when configured (runs after the discovery gate). */
   readonly regoPolicy?: CallFilter;
   /**
+   * `filters.elicit_missing`: the elicitation filter, which asks for missing required arguments
+   * (runs after the rego policy and before the extra call filters).
+   */
+  readonly elicitation?: CallFilter;
+  /**
    * `filters.approval_required` (docs/human-authority.md): runs after the extra call filters, so
    * the hash is over the arguments as they are forwarded. Without a gate every matching call is refused.
    */
@@ -132,7 +137,7 @@ export interface GatewayOptions {
 /** The filter settings a reload may change (SPEC §3.1 `filters`): everything else is fixed at start. */
 export type FilterOptions = Pick<
   GatewayOptions,
-  'similarityThreshold' | 'accessControl' | 'loadControl' | 'regoPolicy' | 'approvalRequired'
+  'similarityThreshold' | 'accessControl' | 'loadControl' | 'regoPolicy' | 'elicitation' | 'approvalRequired'
 >;
 
 /** A new configuration for a running gateway (SIGHUP): the operator's servers and filters. */
@@ -259,6 +264,7 @@ export function createGateway(options: GatewayOptions = {}): Gateway {
         ...(pins || options.listingHolds === true ? [heldTools(filters)] : []),
         discovered,
         ...(filters.regoPolicy ? [filters.regoPolicy] : []),
+        ...(filters.elicitation ? [filters.elicitation] : []),
         ...(options.extraCallFilters ?? []),
         ...(filters.approvalRequired ? [approvalRequired(filters.approvalRequired)] : []),
         ...(governance

@@ -210,6 +210,44 @@ describe.each(Object.entries(shared))('the %s discovery store shared by two inst
     expect(live).toBe(4);
   });
 
+  it('never deadlocks when instances whose clocks differ purge and evict at once, and keeps the bound', async () => {
+    // Scopes that only the later clock finds expired lie before those both find expired. Without
+    // one housekeeper at a time, the later instance's purge holds the first kind and waits on the
+    // second, which the earlier one's purge holds while its eviction waits on the first kind.
+    for (let round = 0; round < 4; round += 1) {
+      let setupAt = 0;
+      const location = await kind.location();
+      const limits = { ttlMs: 1_000, maxScopes: 8 };
+      const setup = await kind.open(location, { ttlMs: limits.ttlMs, now: () => setupAt });
+      opened.push(setup);
+      for (let index = 0; index < 20; index += 1) {
+        setupAt = 30;
+        await setup.remember(`late-${index}`, ['tool']);
+      }
+      for (let index = 0; index < 20; index += 1) {
+        setupAt = 10;
+        await setup.remember(`early-${index}`, ['tool']);
+      }
+      const earlier = await kind.open(location, { ...limits, now: () => 1_020 });
+      const later = await kind.open(location, { ...limits, now: () => 1_040 });
+      opened.push(earlier, later);
+      const searches = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, index) =>
+          (index % 2 === 0 ? earlier : later).remember(`new-${index}`, ['tool']),
+        ),
+      );
+      expect(searches.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+      // The next search on its own keeps house: the bound holds again, its own scope the newest.
+      const next = await kind.open(location, { ...limits, now: () => 1_050 });
+      opened.push(next);
+      await next.remember('last', ['tool']);
+      let live = 0;
+      for (let index = 0; index < 30; index += 1) if (await next.live(`new-${index}`)) live += 1;
+      expect(await next.has('last', 'tool')).toBe(true);
+      expect(live).toBe(limits.maxScopes - 1);
+    }
+  });
+
   it('keeps what was discovered across a reopen', async () => {
     const location = await kind.location();
     const first = await kind.open(location);

@@ -258,6 +258,28 @@ describe.each(Object.entries(implementations))('the %s allowance store', (_name,
       }
     });
 
+    it('revokes once among 10 concurrent revocations through two handles: one reports it, and its time and sequence stay', async () => {
+      for (let round = 0; round < 3; round += 1) {
+        const handles = await shared();
+        const record = allowance(round);
+        await (handles[0] as Handle).allowances.put(record);
+        expect((await (handles[1] as Handle).allowances.hold(hold(record.allowanceId, `inv-${round}`))).ok).toBe(true);
+        const sequence = (await (handles[0] as Handle).allowances.holdOf(`inv-${round}`))?.sequence;
+        const revoked = await race(handles, 10, (allowances, index) =>
+          allowances.revoke(record.allowanceId, t0 + 5000 + index),
+        );
+        expect(revoked.filter(Boolean)).toHaveLength(1);
+        const winner = revoked.indexOf(true);
+        for (const each of handles) {
+          expect(await each.allowances.get(record.allowanceId)).toStrictEqual({
+            ...record,
+            revokedAt: t0 + 5000 + winner,
+            revokedAfterSequence: sequence,
+          });
+        }
+      }
+    });
+
     it('holds an order once among 20 concurrent retries through two handles, and every retry finds that hold', async () => {
       const handles = await shared();
       const record = allowance(1);
