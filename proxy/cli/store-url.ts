@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { linkSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ProxyError } from '../errors';
 import { type DiscoveryStore, memoryDiscoveryStore } from '../gateway/discovery-store';
@@ -130,16 +130,22 @@ export function openPinStore(location: StoreLocation): Promise<PinStore> | PinSt
 }
 
 /**
- * Reads the request-state key at `keyPath`, creating it first if it does not exist (`wx`: two
- * replicas starting at once keep one), and refuses one that group or others may read.
+ * Reads the request-state key at `keyPath`, creating it first if it does not exist, and refuses one
+ * that group or others may read. A new key is written whole beside it and then linked into place,
+ * which fails if the name exists: of replicas starting at once one key wins, and none reads it
+ * half-written.
  */
 function readStateKey(keyPath: string): Buffer {
+  const draft = `${keyPath}.${process.pid}.${randomBytes(6).toString('hex')}`;
   try {
-    writeFileSync(keyPath, randomBytes(32), { flag: 'wx', mode: 0o600 });
+    writeFileSync(draft, randomBytes(32), { flag: 'wx', mode: 0o600 });
+    linkSync(draft, keyPath);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
       throw new ProxyError('store-failed', `cannot create the request-state key ${keyPath}`, { cause: error });
     }
+  } finally {
+    rmSync(draft, { force: true });
   }
   let key: Buffer;
   let mode: number;
