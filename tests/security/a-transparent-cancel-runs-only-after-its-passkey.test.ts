@@ -5,16 +5,23 @@
  * `confirm_if: {always: true, passkey: [child]}`: it reaches the shop only after the child's
  * passkey over exactly that call, once; a second use of the approval, or an approval over other
  * arguments, is refused. The transparent CLI on its own (no gate) still refuses the same rule with
- * `confirmation_unavailable` and forwards nothing.
+ * `confirmation_unavailable` and forwards nothing. The app's `/mcp/pizza` endpoint serves the same
+ * to 2025-11-25 and 2026-07-28 clients holding one of `/mcp`'s tokens.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type CallToolResult, Client, InMemoryTransport } from '@modelcontextprotocol/client';
+import {
+  type CallToolResult,
+  Client,
+  InMemoryTransport,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Role } from '../../identity/index';
+import { createShopMcpEndpoint, type McpEndpoint } from '../../lib/index';
 import { callHashOf } from '../../proxy/index';
 import { assertCall } from '../identity/call-approval-support';
 import { startTestHousehold, type TestHousehold } from '../payments/household';
@@ -53,8 +60,8 @@ async function order(): Promise<string> {
   return invoiceId;
 }
 
-async function cancel(args: Record<string, unknown>): Promise<CallToolResult> {
-  return (await client.callTool({ name: 'cancel_order', arguments: args })) as CallToolResult;
+async function cancel(args: Record<string, unknown>, through: Client = client): Promise<CallToolResult> {
+  return (await through.callTool({ name: 'cancel_order', arguments: args })) as CallToolResult;
 }
 
 /** The approval request a refused call names. */
@@ -215,4 +222,81 @@ describe('the transparent shop inside the household, gated by the child’s pass
     }
     expect(await stillOpen({ invoiceId })).toBe(true);
   }, 30_000);
+});
+
+describe('/mcp/pizza: the transparent shop over the app’s endpoint', () => {
+  const origin = 'http://localhost:3000';
+  const host = 'localhost:3000';
+  const token = 'shop-endpoint-token-0123456789abcdef';
+  let endpoint: McpEndpoint;
+  const opened: Client[] = [];
+  beforeAll(() => {
+    endpoint = createShopMcpEndpoint({
+      shop: household.runtime.transparentShop,
+      origin,
+      tokens: [{ name: 'external', token }],
+    });
+  });
+  afterAll(async () => {
+    await Promise.allSettled(opened.map((each) => each.close()));
+    await endpoint?.close();
+  });
+
+  /** A v2 client on the endpoint, its requests handed to the route as Next.js would; `modern` pins 2026-07-28. */
+  async function connect(modern: boolean, bearer = token): Promise<Client> {
+    const http = new Client(
+      { name: modern ? 'shop-2026' : 'shop-2025', version: '1.0.0' },
+      modern ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : {},
+    );
+    await http.connect(
+      new StreamableHTTPClientTransport(new URL(`${origin}/mcp/pizza`), {
+        requestInit: { headers: { authorization: `Bearer ${bearer}` } },
+        // The browser-facing Host rule: the app's own host, as behind Next.js.
+        fetch: (input, init) =>
+          endpoint.handle(
+            new Request(input, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers)), host } }),
+          ),
+      }),
+    );
+    opened.push(http);
+    return http;
+  }
+
+  it('answers 401 without a token and 404 when no token is configured', async () => {
+    const refused = await endpoint.handle(
+      new Request(`${origin}/mcp/pizza`, {
+        method: 'POST',
+        headers: { host, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: '{}',
+      }),
+    );
+    expect(refused.status).toBe(401);
+    const absent = createShopMcpEndpoint({ shop: household.runtime.transparentShop, origin, tokens: [] });
+    expect(absent.enabled).toBe(false);
+    expect((await absent.handle(new Request(`${origin}/mcp/pizza`))).status).toBe(404);
+  });
+
+  it.each([
+    ['a 2025-11-25 session', false],
+    ['a 2026-07-28 client', true],
+  ])('%s: the shop’s own tools, and cancel_order only after the child’s passkey', async (_, modern) => {
+    const http = await connect(modern);
+    const { tools } = await http.listTools();
+    expect(tools.map((each) => each.name)).toEqual(expect.arrayContaining(['request_invoice', 'cancel_order']));
+    const args = { invoiceId: await order(), reason: modern ? 'over 2026' : 'over 2025' };
+    const refused = await cancel(args, http);
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/^approval_required: pizza__cancel_order runs only after the child/);
+    const { requestId } = requestOf(refused);
+    expect(await approve(requestId, args)).toMatchObject({ ok: true });
+    const forwarded = await cancel(args, http);
+    expect(forwarded.isError, textOf(forwarded)).toBeFalsy();
+    expect(forwarded.structuredContent).toMatchObject({ invoiceId: args.invoiceId, cancelled: true });
+    // The audit row names the endpoint's client, as /mcp's do.
+    const rows = await household.runtime.audit.after(0, { filter: { kind: 'approval-decision', outcome: 'allow' } });
+    expect(rows.find((row) => row.event.approvalId === requestId)?.event.data).toMatchObject({
+      tool: 'pizza__cancel_order',
+      principal: 'token:external',
+    });
+  });
 });
