@@ -82,7 +82,7 @@ export {
   openHouseholdStore,
   openSqliteHouseholdStore,
 } from './store';
-export { appRoute, identityRoute, mcpRoute, type RouteHandler } from './web/app-route';
+export { appRoute, identityRoute, mcpRoute, type RouteHandler, shopMcpRoute } from './web/app-route';
 export {
   chatEventStream,
   chatTokenHeader,
@@ -122,3 +122,4 @@ export {
   type OrderAuditView,
   type OrderSummary,
 } from './web/order-audit';
+export { createShopMcpEndpoint, type ShopMcpEndpointOptions, shopMcpPath } from './web/shop-mcp-endpoint';

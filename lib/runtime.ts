@@ -12,6 +12,7 @@ import {
   trustMerchant,
 } from '../identity/index';
 import {
+  type ApprovalDecisionRecord,
   type CallContext,
   createGateway,
   createHostBuiltins,
@@ -49,6 +50,7 @@ import { createStripeRail } from './payments/stripe-rail';
 import { shippedShopSpec, shopPinsFile } from './shop-pins';
 import { type StartedIdentity, startIdentity } from './start-identity';
 import { householdStoreLocation, openHouseholdStore } from './store';
+import { createTransparentShop, type TransparentShop } from './transparent-shop';
 
 /** Options of {@link startHouseholdRuntime}; everything but `env` has a production default. */
 export interface RuntimeOptions {
@@ -99,6 +101,12 @@ export interface HouseholdRuntime {
   readonly audit: AuditLog;
   /** The audit checkpointer: whether it signs, or why it refuses to (SPEC §8). */
   readonly checkpoints: AuditCheckpoints;
+  /**
+   * The shop as a transparent proxy gated by this household (docs/human-authority.md): the shop's
+   * own tools, `cancel_order` only after the child's passkey over exactly that call. Absent when
+   * the shop runs in this process.
+   */
+  readonly transparentShop: TransparentShop | undefined;
   /** The merchant pinned for the `pizza` server, once the shop answered (at start, or later over `PIZZA_URL`). */
   readonly merchant?: { readonly did: string; readonly name: string } | undefined;
   close(): Promise<void>;
@@ -175,6 +183,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
   }
   const { store } = identity;
   let gateway: Gateway | undefined;
+  let transparentShop: TransparentShop | undefined;
   let checkpoints: AuditCheckpoints | undefined;
   const witnesses = options.witnesses ?? defaultWitnesses(env, identity, options.shop === undefined, logger);
   try {
@@ -279,9 +288,26 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     // a shop tool that changed or is new since the pins file was made is held for the operator.
     const seeded = await seedPins(store.pins, options.shopPins ?? readPinsFile(shopPinsFile));
     if (seeded.seeded.length > 0) logger.info(`pins: fixed ahead of first use: ${seeded.seeded.join(', ')}`);
+    const shop = options.shop ?? shopSpec(env, household);
+    // The household's gate for calls a person must approve (docs/human-authority.md): search mode's
+    // `approval_required` and the transparent shop's use the same one, so the same windows, ledger
+    // and audit rows decide both.
+    const approvalGate = {
+      gate: identity.callApprovals.gate,
+      store: store.evidence,
+      now,
+      // Required: an allow the audit chain cannot take is refused (EventBus.record).
+      onDecision: (decision: ApprovalDecisionRecord) => events.record(approvalDecisionEvent(decision)),
+      onError: (error: unknown) => logger.error('approval_required', error),
+    };
+    const limits = limitRequests({
+      store: store.limits,
+      invoiceTool: { server: 'pizza', tool: 'request_invoice' },
+      now,
+    });
     gateway = createGateway({
       servers: {
-        pizza: options.shop ?? shopSpec(env, household),
+        pizza: shop,
         payments: { kind: 'in-process', server: createPaymentsServer(settlement) },
       },
       localTools: approvalTools(identity.approvals),
@@ -293,19 +319,14 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       // field such as the delivery address; credential fields are never asked for.
       extraCallFilters: [
         // First: a caller over its bounds is refused before a form is shown or anything is signed.
-        limitRequests({ store: store.limits, invoiceTool: { server: 'pizza', tool: 'request_invoice' }, now }),
+        limits,
         evidenceByReference({ store: store.identity }),
         elicitationFilter({ tools: householdToolPolicies, passkeyConfirmations: 'approval-required' }),
       ],
       // Last of the call filters that may rewrite arguments: the approval is over the call as forwarded.
       approvalRequired: {
         rules: passkeyConfirmationRules(householdToolPolicies),
-        gate: identity.callApprovals.gate,
-        store: store.evidence,
-        now,
-        // Required: an allow the audit chain cannot take is refused (EventBus.record).
-        onDecision: (decision) => events.record(approvalDecisionEvent(decision)),
-        onError: (error) => logger.error('approval_required', error),
+        ...approvalGate,
       },
       governance: {
         resolve: createRouteResolver({
@@ -319,6 +340,19 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       logger,
       onEvent: (event) => events.emit(fromProxyEvent(event)),
     });
+    // The same shop served transparently (its own tool list, `/mcp/pizza`), gated by the same
+    // household: a session opens its own connection to the shop, as the operator configured it.
+    transparentShop = createTransparentShop({
+      shop,
+      tools: householdToolPolicies,
+      gateway: {
+        extraCallFilters: [limits],
+        approvalRequired: { rules: [], ...approvalGate },
+        onEvent: (event) => events.emit(fromProxyEvent(event)),
+      },
+      pinStore: store.pins,
+      log: (line) => logger.info(`transparent shop: ${line}`),
+    });
     const started = await gateway.start();
     for (const failed of started.failed) logger.error(`server ${failed.name} did not start: ${failed.reason}`);
 
@@ -326,6 +360,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
     await settlement.resolveAll();
     let merchant = started.connected.includes('pizza') ? await pinMerchant(gateway, identity, events) : undefined;
     const running = gateway;
+    const transparent = transparentShop;
     const signing = checkpoints;
     // In docker the shop starts only once this household is healthy (SPEC §8): a `PIZZA_URL` shop
     // that was not up yet is connected, and its merchant pinned, as soon as it answers.
@@ -349,11 +384,13 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       rail,
       audit,
       checkpoints: signing,
+      transparentShop: transparent,
       get merchant() {
         return merchant;
       },
       async close() {
         await retry?.stop();
+        await transparent?.close();
         await running.close();
         // After the gateway's last events are in the chain, so the shutdown checkpoint covers them.
         await events.flush();
@@ -365,6 +402,7 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       },
     };
   } catch (error) {
+    await transparentShop?.close();
     await gateway?.close();
     await checkpoints?.close();
     await Promise.all(witnesses.map((witness) => witness.close()));

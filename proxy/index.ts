@@ -94,7 +94,9 @@ export type {
   UrlElicitation,
 } from './gateway/types';
 export {
+  type ConnectSession,
   createHttpHandler,
+  createSessionHttpHandler,
   type HttpHandler,
   type HttpHandlerOptions,
   type HttpRequestContext,
@@ -104,6 +106,7 @@ export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serv
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
 export { createInputRounds, type InputRounds, type InputRoundsOptions } from './meta-tools/input-rounds';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
+export { createStatelessLeg, type StatelessLeg } from './meta-tools/stateless-search-mode-server';
 export { nameSeparator, qualifyName } from './names';
 export { acquirePidFile, type HeldPidFile, type SignalOutcome, signalRunningProxy } from './pid-file';
 export {
@@ -181,6 +184,8 @@ export {
 } from './store/spent-ledger';
 export {
   createTransparentProxy,
+  createTransparentRequests,
+  DEFAULT_SECRET_MARKERS,
   type ElicitationFilterOptions,
   elicitationFilter,
   elicitationMiddleware,
@@ -188,4 +193,7 @@ export {
   passkeyConfirmationRules,
   type ToolPolicy,
   type TransparentConfig,
+  type TransparentProxy,
+  type TransparentRequests,
+  type UpstreamConfig,
 } from './transparent/index';

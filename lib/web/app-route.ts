@@ -30,3 +30,6 @@ export function identityRoute(name: keyof IdentityHandlers): RouteHandler {
 
 /** Mounts the embedded proxy's Streamable HTTP endpoint (404 unless a token is configured). */
 export const mcpRoute: RouteHandler = appRoute((request, app) => app.mcp.handle(request));
+
+/** Mounts the household's shop served transparently, gated by the household (404 unless a token is configured). */
+export const shopMcpRoute: RouteHandler = appRoute((request, app) => app.shopMcp.handle(request));

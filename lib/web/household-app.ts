@@ -15,6 +15,7 @@ import { createAppChatService } from './chat-wiring';
 import type { LogSource } from './live-log';
 import { createMcpEndpoint, type McpEndpoint } from './mcp-endpoint';
 import { createOrderAudit, type OrderAudit } from './order-audit';
+import { createShopMcpEndpoint } from './shop-mcp-endpoint';
 
 /** Everything the app's route handlers reach: one per server process. */
 export interface HouseholdApp {
@@ -23,6 +24,8 @@ export interface HouseholdApp {
   readonly chat: ChatService;
   readonly identity: IdentityHandlers;
   readonly mcp: McpEndpoint;
+  /** The shop served transparently at `/mcp/pizza`, gated by the household; a 404 when `/mcp` is. */
+  readonly shopMcp: McpEndpoint;
   /** The household admin's DID document, served at `/.well-known/did.json`. */
   readonly adminDidDocument: DidDocument;
   /** How tool search ranks right now: keyword search while the embedding model loads. */
@@ -39,7 +42,7 @@ export interface CreateHouseholdAppOptions {
   readonly runtime: HouseholdRuntime;
   readonly env: HouseholdEnv;
   readonly chat: ChatService;
-  /** `/mcp`'s named bearer tokens; none → `/mcp` is a 404. */
+  /** `/mcp`'s (and `/mcp/pizza`'s) named bearer tokens; none → both are a 404. */
   readonly httpTokens?: readonly { readonly name: string; readonly token: string }[];
 }
 
@@ -48,6 +51,11 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
   const { runtime, env, chat } = options;
   const mcp = createMcpEndpoint({
     gateway: runtime.gateway,
+    origin: env.origin,
+    tokens: options.httpTokens ?? [],
+  });
+  const shopMcp = createShopMcpEndpoint({
+    shop: runtime.transparentShop,
     origin: env.origin,
     tokens: options.httpTokens ?? [],
   });
@@ -60,6 +68,7 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
       onUnexpectedError: (error) => console.error('identity route fault', error),
     }),
     mcp,
+    shopMcp,
     adminDidDocument: runtime.identity.household.adminDocument,
     searchMode: () => runtime.gateway.searchMode,
     log: runtime.identity.store.audit,
@@ -72,6 +81,7 @@ export function createHouseholdApp(options: CreateHouseholdAppOptions): Househol
     }),
     async close() {
       await mcp.close();
+      await shopMcp.close();
       await chat.close();
       await runtime.close();
     },

@@ -15,9 +15,10 @@ import type {
 } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, Server } from '@modelcontextprotocol/server';
 import { relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
-import { elicitationFilter } from '../elicitation/elicitation-filter';
+import { elicitationFilter, passkeyConfirmationRules } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessPredicate } from '../filters/access-control';
+import type { ApprovalRequiredOptions } from '../filters/approval-required';
 import { matchNameGlob } from '../filters/match-name-glob';
 import { createGateway, type GatewayOptions } from '../gateway/create-gateway';
 import { scopeDigest } from '../gateway/discovery-scope';
@@ -30,6 +31,7 @@ import type {
   ProxyEvent,
   ServerFacts,
 } from '../gateway/types';
+import { qualifyName } from '../names';
 import type { PinStore } from '../pins/types';
 import {
   connectUpstream,
@@ -77,12 +79,25 @@ export interface TransparentProxyOptions {
   readonly pinStore?: PinStore;
   /**
    * The call pipeline's other filters and the event hook (SPEC §3.6): transparent `tools/call`
-   * runs access control → discovery gate → `rego_policy` → elicitation → extra filters → router,
-   * exactly as search mode does. Filters see the bare upstream name and `server.name = proxy.name`.
+   * runs access control → discovery gate → `rego_policy` → elicitation → extra filters →
+   * `approval_required` → router, exactly as search mode does. Filters see the bare upstream name
+   * and `server.name = proxy.name`.
+   *
+   * `approvalRequired` is the household's gate (docs/human-authority.md): given with a `gate` and
+   * a `store`, the file's `confirm_if: {always: true, passkey: [roles]}` becomes an
+   * `approval_required` rule for `<proxy.name>__<tool>` and those roles (merged with the host's
+   * own `rules`, globs over the same qualified names), so the call waits for those passkeys over
+   * exactly it. Without a gate such a call is refused with `confirmation_unavailable` (fail closed).
    */
   readonly gateway?: Pick<
     GatewayOptions,
-    'accessControl' | 'regoPolicy' | 'extraCallFilters' | 'extraResponseFilters' | 'governance' | 'onEvent'
+    | 'accessControl'
+    | 'regoPolicy'
+    | 'extraCallFilters'
+    | 'extraResponseFilters'
+    | 'approvalRequired'
+    | 'governance'
+    | 'onEvent'
   >;
 }
 
@@ -153,6 +168,7 @@ export function transparentGateway(
   log: (line: string) => void,
 ): Gateway {
   const filters = options.gateway ?? {};
+  const approvals = transparentApprovals(config, filters.approvalRequired);
   return createGateway({
     ...filters,
     accessControl: toolAccess(config, options),
@@ -162,8 +178,41 @@ export function transparentGateway(
       info: log,
       error: (line, error) => log(`${line}${error instanceof Error ? `: ${error.message}` : ''}`),
     },
-    extraCallFilters: [elicitationFilter(config), ...(filters.extraCallFilters ?? [])],
+    extraCallFilters: [
+      // Built from the file's policy alone: a config object can never switch off the passkey
+      // refusal; only a host's gate does, and that gate then enforces it.
+      elicitationFilter({
+        elicitation: config.elicitation,
+        policies: config.policies,
+        tools: config.tools,
+        ...(approvals?.gated === true && { passkeyConfirmations: 'approval-required' as const }),
+      }),
+      ...(filters.extraCallFilters ?? []),
+    ],
+    ...(approvals !== undefined && { approvalRequired: approvals.options }),
   });
+}
+
+/**
+ * The `approval_required` options of a transparent proxy: the host's, with the file's passkey
+ * confirmations added as rules over qualified names (the filter qualifies a call as
+ * `<proxy.name>__<tool>`, the file keys its tools by the upstream's bare names). `gated` only when
+ * the host gave a gate and a store, the only case in which the elicitation filter leaves those calls
+ * to it. No host options: none.
+ */
+function transparentApprovals(
+  config: TransparentConfig,
+  host: ApprovalRequiredOptions | undefined,
+): { readonly gated: boolean; readonly options: ApprovalRequiredOptions } | undefined {
+  if (host === undefined) return undefined;
+  const confirmations = passkeyConfirmationRules(config.tools).map((rule) => ({
+    ...rule,
+    tool: qualifyName(config.proxy.name, rule.tool),
+  }));
+  return {
+    gated: host.gate !== undefined && host.store !== undefined,
+    options: { ...host, rules: [...confirmations, ...host.rules] },
+  };
 }
 
 // Upstream notifications passed on to the client. Progress is relayed per call, cancellation by signal.

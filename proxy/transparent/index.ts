@@ -30,3 +30,5 @@ export type {
   UpstreamConfig,
 } from './transparent-config';
 export { DEFAULT_SECRET_MARKERS, parseTransparentConfig } from './transparent-config';
+export type { TransparentRequests, TransparentRequestsOptions } from './transparent-requests';
+export { createTransparentRequests } from './transparent-requests';

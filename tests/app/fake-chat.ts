@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChatEvent, ChatEventBody, ChatService, HouseholdApp } from '../../lib/index';
 import { createMcpEndpoint } from '../../lib/index';
+import { createShopMcpEndpoint } from '../../lib/web/shop-mcp-endpoint';
 import type { Gateway } from '../../proxy/index';
 
 /** The origin the fake app serves. */
@@ -122,6 +123,7 @@ export function createFakeApp(chat: ChatService): HouseholdApp {
     },
     // No token: the endpoint must answer 404 without touching the gateway.
     mcp: createMcpEndpoint({ gateway: {} as Gateway, origin, tokens: [] }),
+    shopMcp: createShopMcpEndpoint({ shop: undefined, origin, tokens: [] }),
     adminDidDocument: { '@context': [], id: 'did:web:localhost%3A3000', verificationMethod: [] } as never,
     // An empty log and no orders: the trust surfaces have their own tests over a real store.
     log: { after: async () => [], head: async () => ({ rowId: 0, hash: '' }), subscribe: () => () => undefined },
