@@ -146,6 +146,42 @@ function refused(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
+/**
+ * A URL ask to a 2025 client, in the call (any face's): `elicitation/create` in URL mode per page
+ * over the session, then the call stays open until the ask is settled, waiting `waitMs` per turn
+ * (progress every turn, when the client asked for it, so its timeout restarts), then
+ * `notifications/elicitation/complete` per page.
+ */
+export async function pushUrlAsk(
+  ctx: ServerContext,
+  ask: UrlElicitation,
+  waitMs: number = urlWaitMs,
+): Promise<ElicitResult> {
+  const { signal } = ctx.mcpReq;
+  const pages = Object.values(ask.pages).map((visit) => ({ ...visit, elicitationId: randomUUID() }));
+  const answers = await Promise.all(
+    pages.map(({ message, url, elicitationId }) =>
+      ctx.mcpReq.elicitInput({ mode: 'url', message, url, elicitationId }, { signal, timeout: ttlSeconds * 1000 }),
+    ),
+  );
+  const refusal = answers.find((answer) => answer.action !== 'accept');
+  if (refusal !== undefined) return { action: refusal.action };
+  const progressToken = ctx.mcpReq._meta?.progressToken;
+  for (let turn = 1; !(await ask.settled({ timeoutMs: waitMs, signal })); turn++) {
+    if (signal.aborted) return { action: 'cancel' };
+    if (progressToken !== undefined) {
+      await ctx.mcpReq.notify({
+        method: 'notifications/progress',
+        params: { progressToken, progress: turn, message: 'Waiting for the household in the approval windows' },
+      });
+    }
+  }
+  for (const { elicitationId } of pages) {
+    await ctx.mcpReq.notify({ method: 'notifications/elicitation/complete', params: { elicitationId } });
+  }
+  return settledAnswer;
+}
+
 /** Input rounds keyed by `options.key`; see {@link InputRounds}. */
 export function createInputRounds(options: InputRoundsOptions): InputRounds {
   const codec = createRequestStateCodec<RoundState>({ key: options.key, ttlSeconds });
@@ -153,37 +189,6 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
   const replica = options.replica ?? randomUUID();
   const holds = createHeldCalls({ timeoutMs: ttlSeconds * 1000 });
   const waitMs = options.urlWaitMs ?? urlWaitMs;
-
-  /**
-   * A URL ask to a 2025 client, in the call: `elicitation/create` in URL mode per page over the
-   * session, then the call stays open until the ask is settled (progress every turn, when the client
-   * asked for it, so its timeout restarts), then `notifications/elicitation/complete` per page.
-   */
-  async function pushUrl(ctx: ServerContext, ask: UrlElicitation): Promise<ElicitResult> {
-    const { signal } = ctx.mcpReq;
-    const pages = Object.values(ask.pages).map((visit) => ({ ...visit, elicitationId: randomUUID() }));
-    const answers = await Promise.all(
-      pages.map(({ message, url, elicitationId }) =>
-        ctx.mcpReq.elicitInput({ mode: 'url', message, url, elicitationId }, { signal, timeout: ttlSeconds * 1000 }),
-      ),
-    );
-    const refusal = answers.find((answer) => answer.action !== 'accept');
-    if (refusal !== undefined) return { action: refusal.action };
-    const progressToken = ctx.mcpReq._meta?.progressToken;
-    for (let turn = 1; !(await ask.settled({ timeoutMs: waitMs, signal })); turn++) {
-      if (signal.aborted) return { action: 'cancel' };
-      if (progressToken !== undefined) {
-        await ctx.mcpReq.notify({
-          method: 'notifications/progress',
-          params: { progressToken, progress: turn, message: 'Waiting for the household in the approval windows' },
-        });
-      }
-    }
-    for (const { elicitationId } of pages) {
-      await ctx.mcpReq.notify({ method: 'notifications/elicitation/complete', params: { elicitationId } });
-    }
-    return settledAnswer;
-  }
 
   /** A held call's step as this request's answer: its result, or its questions under a new state. */
   async function render(step: HeldStep, who: string, call: string): Promise<CallToolResult | InputRequiredResult> {
@@ -235,7 +240,7 @@ export function createInputRounds(options: InputRoundsOptions): InputRounds {
           if (!canAskUrl) return { action: 'cancel' };
           const { signal } = ctx.mcpReq;
           if (await params.settled({ timeoutMs: 0, signal })) return settledAnswer;
-          if (!hold) return pushUrl(ctx, params);
+          if (!hold) return pushUrlAsk(ctx, params, waitMs);
           // The retry of this very ask: the client opened the pages (or would not); wait a bounded
           // while for the person, then answer, or ask again under a new state.
           if (state?.asked === key && state.about === params.id) {

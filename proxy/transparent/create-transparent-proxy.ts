@@ -14,7 +14,7 @@ import type {
   Transport,
 } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, Server } from '@modelcontextprotocol/server';
-import { relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
+import { modeSupported, relayServerRequests, type ServerRequestRelay } from '../downstream/relay-server-requests';
 import { elicitationFilter, passkeyConfirmationRules } from '../elicitation/elicitation-filter';
 import { ProxyError } from '../errors';
 import { type AccessControlOptions, accessPredicate } from '../filters/access-control';
@@ -31,6 +31,7 @@ import type {
   ProxyEvent,
   ServerFacts,
 } from '../gateway/types';
+import { pushUrlAsk } from '../meta-tools/input-rounds';
 import { qualifyName } from '../names';
 import type { PinStore } from '../pins/types';
 import {
@@ -617,17 +618,20 @@ export function createTransparentProxy(options: TransparentProxyOptions): Transp
   function registerHandlers(target: Server, capabilities: ServerCapabilities): void {
     target.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args, _meta } = request.params;
-      const formCapable = target.getClientCapabilities()?.elicitation?.form !== undefined;
+      const declared = target.getClientCapabilities() ?? {};
       const context: CallContext = {
         principal: options.principal,
         scope,
         listing: connection,
         signal: ctx.mcpReq.signal,
-        ...(formCapable && {
-          // Transparent mode asks only through forms; a URL ask is answered as one it cannot make.
+        ...(modeSupported(declared, 'form') && {
+          // A URL ask (the approval windows) goes over the session while the call stays open, to a
+          // client that declared URL mode; to any other it is one it cannot make.
           elicit: async (params) =>
             params.mode === 'url'
-              ? { action: 'cancel' }
+              ? modeSupported(declared, 'url')
+                ? pushUrlAsk(ctx, params)
+                : { action: 'cancel' }
               : target.elicitInput(params, {
                   // Tie the form to this tool call, so the client shows it in context (and HTTP routes it there).
                   relatedRequestId: ctx.mcpReq.id,

@@ -496,8 +496,8 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
         return rounds.run(
           ctx,
           { principal, method: 'tools/call', name, arguments: args },
-          { canAsk: modeSupported(declared, 'form'), hold: true },
-          async ({ elicit, relay, signal }) => {
+          { canAsk: modeSupported(declared, 'form'), canAskUrl: modeSupported(declared, 'url'), hold: true },
+          async ({ elicit, relay, signal, retryOf }) => {
             const context: CallContext = {
               principal,
               scope,
@@ -516,6 +516,7 @@ export function createTransparentRequests(options: TransparentRequestsOptions): 
               }),
               signal,
               ...(elicit && { elicit }),
+              ...(retryOf !== undefined && { retryOf }),
             };
             return serving.gateway.call({ tool: name, arguments: args ?? {} }, context);
           },

@@ -6,7 +6,9 @@
  * passkey over exactly that call, once; a second use of the approval, or an approval over other
  * arguments, is refused. The transparent CLI on its own (no gate) still refuses the same rule with
  * `confirmation_unavailable` and forwards nothing. The app's `/mcp/pizza` endpoint serves the same
- * to 2025-11-25 and 2026-07-28 clients holding one of `/mcp`'s tokens.
+ * to 2025-11-25 and 2026-07-28 clients holding one of `/mcp`'s tokens, and waits for the passkey
+ * the protocol's way with clients that declared URL elicitation: `input_required` with the
+ * window's URL and a signed state (2026-07-28), URL-mode elicitation in the open call (2025-11-25).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -15,6 +17,8 @@ import { join, resolve } from 'node:path';
 import {
   type CallToolResult,
   Client,
+  type ClientCapabilities,
+  type ElicitRequestURLParams,
   InMemoryTransport,
   StreamableHTTPClientTransport,
 } from '@modelcontextprotocol/client';
@@ -242,11 +246,14 @@ describe('/mcp/pizza: the transparent shop over the app’s endpoint', () => {
     await endpoint?.close();
   });
 
-  /** A v2 client on the endpoint, its requests handed to the route as Next.js would; `modern` pins 2026-07-28. */
-  async function connect(modern: boolean, bearer = token): Promise<Client> {
+  /**
+   * A v2 client on the endpoint, its requests handed to the route as Next.js would; `modern` pins
+   * 2026-07-28, `capabilities` are what it declares.
+   */
+  async function connect(modern: boolean, bearer = token, capabilities: ClientCapabilities = {}): Promise<Client> {
     const http = new Client(
       { name: modern ? 'shop-2026' : 'shop-2025', version: '1.0.0' },
-      modern ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : {},
+      { capabilities, ...(modern && { versionNegotiation: { mode: { pin: '2026-07-28' } } }) },
     );
     await http.connect(
       new StreamableHTTPClientTransport(new URL(`${origin}/mcp/pizza`), {
@@ -298,5 +305,90 @@ describe('/mcp/pizza: the transparent shop over the app’s endpoint', () => {
       tool: 'pizza__cancel_order',
       principal: 'token:external',
     });
+  });
+
+  /** `role` approves, in the window `windowUrl` names, exactly `args`. */
+  async function approveIn(windowUrl: string, args: Record<string, unknown>) {
+    const requestId = new URL(windowUrl).searchParams.get('request') ?? '';
+    expect(await approve(requestId, args)).toMatchObject({ ok: true });
+  }
+
+  /** A client that opens every URL it is sent, the child approving `args` there as it does. */
+  async function opening(modern: boolean, args: Record<string, unknown>) {
+    const http = await connect(modern, token, { elicitation: { form: {}, url: {} } });
+    const asked: ElicitRequestURLParams[] = [];
+    const completed: string[] = [];
+    http.setRequestHandler('elicitation/create', (request) => {
+      const params = request.params as ElicitRequestURLParams;
+      if (params.mode !== 'url') throw new Error(`expected a URL ask, got ${JSON.stringify(params)}`);
+      asked.push(params);
+      void approveIn(params.url, args);
+      return { action: 'accept' };
+    });
+    http.setNotificationHandler('notifications/elicitation/complete', (notification) => {
+      completed.push(notification.params.elicitationId);
+    });
+    return { http, asked, completed };
+  }
+
+  it('a 2026-07-28 client that opens URLs is sent to the child’s window, and its own retry runs the cancel, once', async () => {
+    const args = { invoiceId: await order(), reason: 'asked the 2026 way' };
+    const { http, asked } = await opening(true, args);
+    const cancelled = await cancel(args, http);
+    expect(cancelled.isError, textOf(cancelled)).toBeFalsy();
+    expect(cancelled.structuredContent).toMatchObject({ invoiceId: args.invoiceId, cancelled: true });
+    expect(asked).toHaveLength(1);
+    const requestId = new URL(asked[0]?.url ?? '').searchParams.get('request') ?? '';
+    expect(asked[0]?.url).toBe(`${origin}/approve?as=child&request=${requestId}`);
+    expect(asked[0]?.message).toMatch(/^The child approves or declines exactly this call of pizza__cancel_order/);
+    expect((await household.runtime.identity.callApprovals.get(requestId))?.status).toBe('used');
+    expect((await cancel(args)).structuredContent).toMatchObject({ approvalRequired: {} });
+  });
+
+  it('a 2026-07-28 client gets input_required with a signed state: a tampered state is refused, a retry after a decline gets the reason and forwards nothing', async () => {
+    const args = { invoiceId: await order(), reason: 'declined the 2026 way' };
+    const http = await connect(true, token, { elicitation: { form: {}, url: {} } });
+    const call = (extra: Record<string, unknown> = {}) =>
+      http.callTool({ name: 'cancel_order', arguments: args, ...extra } as never, {
+        allowInputRequired: true,
+      }) as Promise<
+        CallToolResult & {
+          resultType?: string;
+          requestState?: string;
+          inputRequests?: Record<string, { params?: { url?: string } }>;
+        }
+      >;
+    const first = await call();
+    expect(first.resultType).toBe('input_required');
+    expect(Object.keys(first.inputRequests ?? {})).toEqual(['ask-1:child']);
+    const windowUrl = first.inputRequests?.['ask-1:child']?.params?.url ?? '';
+    const requestId = new URL(windowUrl).searchParams.get('request') ?? '';
+    const opened = { inputResponses: { 'ask-1:child': { action: 'accept' } }, requestState: first.requestState };
+    const state = first.requestState ?? '';
+    const flipped = `${state.slice(0, -2)}${state.at(-2) === 'A' ? 'B' : 'A'}${state.at(-1)}`;
+    await expect(call({ ...opened, requestState: flipped })).rejects.toThrow(/Invalid or expired requestState/);
+    expect(await household.runtime.identity.callApprovals.decline({ requestId, role: 'child' })).toMatchObject({
+      ok: true,
+    });
+    const declined = await call(opened);
+    expect(textOf(declined)).toBe('Refused: the child declined the call. Nothing was sent.');
+    expect(declined.structuredContent).toEqual({
+      requestId,
+      status: 'declined',
+      reason: 'the child declined the call',
+    });
+    // Nothing reached the shop.
+    expect(await stillOpen(args)).toBe(true);
+  });
+
+  it('a 2025-11-25 session that declared URL elicitation gets it in URL mode, completion once the child approved, then the cancel', async () => {
+    const args = { invoiceId: await order(), reason: 'asked the 2025 way' };
+    const { http, asked, completed } = await opening(false, args);
+    const cancelled = await cancel(args, http);
+    expect(cancelled.isError, textOf(cancelled)).toBeFalsy();
+    expect(cancelled.structuredContent).toMatchObject({ invoiceId: args.invoiceId, cancelled: true });
+    expect(asked).toHaveLength(1);
+    expect(asked[0]?.url).toMatch(new RegExp(`^${origin}/approve\\?as=child&request=`));
+    expect(completed).toEqual([asked[0]?.elicitationId]);
   });
 });
