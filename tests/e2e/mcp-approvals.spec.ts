@@ -22,6 +22,7 @@ import { type E2eBrowser, launchBrowser, screenshot } from './support/browser';
 // retry completes with the evidence to pay with. A tampered or foreign request state is refused; a
 // retry after a decline or after the invoice expired gets the reason and nothing can be charged. A
 // v1 client speaking 2025-11-25 with URL elicitation completes the same order over its session.
+// The shop served transparently at /mcp/pizza waits for the child's passkey over a cancel the same way.
 const token = 'e2e-mcp-approvals-token-0123456789';
 const clockFolder = mkdtempSync(join(tmpdir(), 'e2e-clock-'));
 const clockFile = join(clockFolder, 'offset-ms');
@@ -324,6 +325,58 @@ describe('household approvals for external MCP clients on /mcp', () => {
     } finally {
       await client.close();
       await formsOnly.client.close();
+    }
+  });
+
+  it('the same cancel through /mcp/pizza (the shop, transparent): the child approves in the window the client was sent, and its retry cancels the order', async () => {
+    writeFileSync(clockFile, '0');
+    const inbox = urlInbox(1);
+    const client = new Client(
+      { name: 'e2e-shop-2026', version: '1.0.0' },
+      {
+        versionNegotiation: { mode: { pin: '2026-07-28' } },
+        // Transparent mode's asks are forms first: a client that opens URLs declares both.
+        capabilities: { elicitation: { form: {}, url: {} } },
+      },
+    );
+    client.setRequestHandler('elicitation/create', (request) => {
+      inbox.take(request.params as ElicitRequestURLParams);
+      return { action: 'accept' };
+    });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${app.origin}/mcp/pizza`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    try {
+      // The shop's own names, no meta-tools.
+      const { tools } = await client.listTools();
+      expect(tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['request_invoice', 'cancel_order']));
+      expect(tools.map((tool) => tool.name)).not.toContain('call_tool');
+      const { invoiceId } = jsonOf(
+        (await client.callTool({
+          name: 'request_invoice',
+          arguments: { items: [{ sku: 'cheese-slice', qty: 1 }], deliverTo: '12 Main St' },
+        })) as CallToolResult,
+      );
+      const cancelling = client.callTool({ name: 'cancel_order', arguments: { invoiceId } }) as Promise<CallToolResult>;
+      const [url] = await inbox.first;
+      const requestId = new URL(url ?? '').searchParams.get('request');
+      expect(url).toBe(`${app.origin}/approve?as=child&request=${requestId}`);
+      await child.bringToFront();
+      await child.goto(url ?? '');
+      const card = child.getByRole('article', { name: 'Your agent asks to cancel an order' });
+      await card.waitFor();
+      expect(await card.locator('li').allTextContents()).toEqual([`invoiceId: ${invoiceId}`]);
+      await screenshot(child, 'mcp-pizza-cancel-window');
+      await card.getByRole('button', { name: 'Approve with passkey' }).click();
+      await child.getByText('Approved ✓ — the call will run once, exactly as shown.').waitFor();
+      const cancelled = await cancelling;
+      expect(cancelled.isError, textOf(cancelled)).toBeFalsy();
+      expect(cancelled.structuredContent).toMatchObject({ invoiceId, cancelled: true });
+      expect(inbox.urls).toHaveLength(1);
+    } finally {
+      await client.close();
     }
   });
 
