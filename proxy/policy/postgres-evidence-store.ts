@@ -178,60 +178,71 @@ async function reserveAll(
   context: ReserveContext,
 ): Promise<ReserveResult> {
   const requested = ids.map((evidence) => evidence.id);
-  // 1. Housekeeping: forget dead rows (lapsed, expired; never in doubt). SKIP LOCKED, so a purge
-  //    never waits on a row a reservation holds, and two purges never wait on each other.
-  await pool.query(
+  // 1. Housekeeping, beside the reservation on a connection of its own: forget dead rows (lapsed,
+  //    expired; never in doubt). SKIP LOCKED, so a purge never waits on a row a reservation holds,
+  //    and two purges never wait on each other; committed on its own, so a reservation waits on a
+  //    row being purged for that one statement at most. Awaited once the reservation is decided
+  //    (marked handled now, in case the connect fails first).
+  const purged = pool.query(
     `DELETE FROM spent_evidence WHERE id IN (
        SELECT id FROM spent_evidence WHERE NOT ${liveAt('$1')} FOR UPDATE SKIP LOCKED)`,
     [now],
   );
+  purged.catch(() => undefined);
   const client = await pool.connect();
   try {
-    const outcome = await inTransaction(client, async (): Promise<ReserveResult | TakenMeanwhile> => {
-      // 2. Any id already held refuses the whole call, with what holds it.
-      const held = await context.liveEntries(client, requested, now);
-      const first = held[0];
-      if (first) return { ok: false, reason: 'spent', id: first.id, held };
-      // 3. Capacity: refuse rather than evict (evicting a held id would let it be replayed).
-      const counted = await client.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM spent_evidence WHERE ${liveAt('$1')}`,
-        [now],
-      );
-      if ((counted.rows[0]?.n ?? 0) + ids.length > context.capacity) return { ok: false, reason: 'full' };
-      // 4. An id named twice in one call holds nothing.
-      const seen = new Set<string>();
-      for (const id of requested) {
-        if (seen.has(id)) return { ok: false, reason: 'spent', id, held: [] };
-        seen.add(id);
-      }
-      // 5. Insert every id, in byte order so overlapping calls queue rather than deadlock. The
-      //    primary key decides: a row another call holds (or inserts meanwhile) is not taken, and
-      //    the whole reservation rolls back.
-      const reservation = randomUUID();
-      const ordered = [...ids].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      for (const evidence of ordered) {
+    // 2. One statement takes every id, in byte order so that overlapping calls queue rather than
+    //    deadlock, and only while the live entries leave room for them all (refuse rather than
+    //    evict: evicting a held id would let it be replayed). The primary key decides: a row
+    //    another call holds, or inserts meanwhile, is not taken, and a call that did not take every
+    //    id rolls back what it took. An id named twice takes nothing.
+    const reservation = randomUUID();
+    const held =
+      new Set(requested).size === requested.length &&
+      (await inTransaction(client, async () => {
         const inserted = await client.query(
           `INSERT INTO spent_evidence (id, expires_at, state, reservation, reservation_size, lease_until, fingerprint)
-           VALUES ($1, $2, 'reserved', $3, $4, $5, $6)
+           SELECT call.id, call.expires_at, 'reserved', $3, $4::int, $5::bigint, $6
+           FROM unnest($1::text[], $2::bigint[]) AS call (id, expires_at)
+           WHERE (SELECT count(*) FROM spent_evidence WHERE ${liveAt('$7')}) + $4::int <= $8::int
+           ORDER BY call.id COLLATE "C"
            ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, state = 'reserved',
              reservation = excluded.reservation, reservation_size = excluded.reservation_size,
              lease_until = excluded.lease_until, fingerprint = excluded.fingerprint, result = NULL
            WHERE NOT ${liveAt('$7')}`,
-          [evidence.id, evidence.expiresAt, reservation, ids.length, now + context.leaseMs, context.fingerprint, now],
+          [
+            requested,
+            ids.map((evidence) => evidence.expiresAt),
+            reservation,
+            ids.length,
+            now + context.leaseMs,
+            context.fingerprint,
+            now,
+            context.capacity,
+          ],
         );
-        if (inserted.rowCount !== 1) throw new TakenMeanwhile(evidence.id);
-      }
-      return { ok: true, reservation };
-    }).catch((error: unknown) => {
-      if (error instanceof TakenMeanwhile) return error;
-      throw error;
-    });
-    if (!(outcome instanceof TakenMeanwhile)) return outcome;
-    // 6. Another call took an id between the check and the insert: report what holds it now.
-    const held = await context.liveEntries(client, requested, now);
-    return { ok: false, reason: 'spent', id: held[0]?.id ?? outcome.id, held };
+        if (inserted.rowCount !== ids.length) throw new NotAllTaken();
+        return true;
+      }).catch((error: unknown) => {
+        if (error instanceof NotAllTaken) return false;
+        throw error;
+      }));
+    if (held) return { ok: true, reservation };
+    // 3. Why not, read once the call holds nothing: an id held (the first, with every holder), no
+    //    room, or an id named twice; else another call took an id and has let it go since.
+    const holders = await context.liveEntries(client, requested, now);
+    const first = holders[0];
+    if (first) return { ok: false, reason: 'spent', id: first.id, held: holders };
+    const counted = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM spent_evidence WHERE ${liveAt('$1')}`,
+      [now],
+    );
+    if ((counted.rows[0]?.n ?? 0) + ids.length > context.capacity) return { ok: false, reason: 'full' };
+    const named = requested.find((id, index) => requested.indexOf(id) !== index);
+    return { ok: false, reason: 'spent', id: named ?? requested[0] ?? '', held: [] };
   } finally {
     client.release();
+    await purged;
   }
 }
 
@@ -253,9 +264,9 @@ function heldFromRow(row: EvidenceRow): HeldEvidence {
   };
 }
 
-/** Thrown inside the reservation's transaction to roll it back when another call took an id meanwhile. */
-class TakenMeanwhile extends Error {
-  constructor(readonly id: string) {
-    super(`evidence ${id} was reserved by another call meanwhile`);
+/** Thrown inside the reservation's transaction to roll back what a call took when it did not take every id. */
+class NotAllTaken extends Error {
+  constructor() {
+    super('the call did not take every id it names');
   }
 }
