@@ -103,6 +103,33 @@ describe.each(Object.entries(implementations))('the %s evidence store', (_name, 
       expect(await store.isSpent('stays', later)).toBe(true);
     });
 
+    it("keeps an in-doubt entry's sender lease for every reader, never as a lease on the entry, and clears it when the sender is done", async () => {
+      const store = await open();
+      const reservation = await reserved(store, ['sent', 'also-sent'], 1_000);
+      await store.markInDoubt(reservation, { sendingUntil: 4_000 });
+      const sending = { state: 'in-doubt', reservation, fingerprint: 'f1', sendingUntil: 4_000 };
+      expect(await store.lookup(['sent', 'also-sent'], 1_500)).toEqual([
+        { id: 'sent', ...sending },
+        { id: 'also-sent', ...sending },
+      ]);
+      // Past the sender's lease and far past the reservation's: still held, the lease still told.
+      expect(await store.reserve(evidence('sent'), 500_000_000)).toMatchObject({
+        ok: false,
+        held: [{ id: 'sent', state: 'in-doubt', sendingUntil: 4_000 }],
+      });
+      // The sender is done and the outcome unknown: held, with no sender's lease.
+      await store.markInDoubt(reservation);
+      expect(await store.lookup(['sent'], 500_000_000)).toEqual([
+        { id: 'sent', state: 'in-doubt', reservation, fingerprint: 'f1' },
+      ]);
+      // Spent, it has none either.
+      await store.markInDoubt(reservation, { sendingUntil: 9_000 });
+      await store.commit(reservation, { result: 'r' });
+      expect(await store.lookup(['sent'], 1_500)).toEqual([
+        { id: 'sent', state: 'spent', reservation, fingerprint: 'f1', result: 'r' },
+      ]);
+    });
+
     it('keeps spent evidence until its own expiry, then lets its id be used again', async () => {
       const store = await open();
       const result = await store.reserve([{ id: 'once', expiresAt: 5_000 }], 1_000);
@@ -340,7 +367,7 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL evidence store when a purge 
 });
 
 describe.skipIf(!postgresAvailable)('the PostgreSQL evidence table', () => {
-  it('refuses an unknown state, an empty reservation, a reservation without a lease and a settled entry with one', async () => {
+  it('refuses an unknown state, an empty reservation, a reservation without a lease and a spent entry with one', async () => {
     const url = await createTestDatabase();
     const store = await openPostgresEvidenceStore({ url, capacity: 10 });
     stores.push(store);
@@ -357,7 +384,9 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL evidence table', () => {
       await expect(insert('b', 'reserved', 0, 5_000)).rejects.toThrow(/check/);
       await expect(insert('c', 'reserved', 1, null)).rejects.toThrow(/check/);
       await expect(insert('d', 'spent', 1, 5_000)).rejects.toThrow(/check/);
-      await expect(insert('e', 'in-doubt', 1, 5_000)).rejects.toThrow(/check/);
+      // In doubt, the lease is the sender's, and optional.
+      await insert('e', 'in-doubt', 1, 5_000);
+      await insert('g', 'in-doubt', 1, null);
       await insert('f', 'reserved', 1, 5_000);
       await expect(insert('f', 'spent', 1, null)).rejects.toThrow(/duplicate key/);
     } finally {

@@ -8,7 +8,8 @@ export interface EvidenceId {
 /**
  * Where a held id stands (SPEC §4.7). `reserved`: a call holds it while its policy decides (a
  * lease, so a crash there frees it). `in-doubt`: the call was sent and its outcome is unknown, so
- * it is held with no lease until settlement resolves it. `spent`: it authorised its one action.
+ * it is held, never freed by time, until settlement resolves it; while its sender's lease runs
+ * (`sendingUntil`), the call may still be on its way. `spent`: it authorised its one action.
  */
 export type EvidenceState = 'reserved' | 'in-doubt' | 'spent';
 
@@ -30,6 +31,12 @@ export interface HeldEvidence {
   readonly fingerprint?: string;
   /** The serialised result the call settled with (spent on success only). */
   readonly result?: string;
+  /**
+   * In doubt only: until when (milliseconds since the epoch) the call's sender is known to be
+   * still sending it, possibly from another instance. Before then a failure read from elsewhere
+   * may only mean the sender has not got that far, so nobody but the sender may free the entry.
+   */
+  readonly sendingUntil?: number;
 }
 
 /** What {@link EvidenceStore.reserve} did: held every id, or none. */
@@ -49,6 +56,15 @@ export interface ReserveOptions {
   readonly fingerprint?: string;
 }
 
+/** Options of {@link EvidenceStore.markInDoubt}. */
+export interface InDoubtOptions {
+  /**
+   * The sender's lease: until when (milliseconds since the epoch) it is sending the call. Absent:
+   * nobody is sending it any more (the outcome came back unknown), so a retry may settle it at once.
+   */
+  readonly sendingUntil?: number;
+}
+
 /** Options of {@link EvidenceStore.commit}. */
 export interface CommitOptions {
   /** The serialised result to replay to a retry of the same call. */
@@ -63,11 +79,13 @@ export interface EvidenceStore {
   /** Atomically: refuse if any id is held, refuse if the store is full (never evict), else reserve them all with a lease. */
   reserve(ids: readonly EvidenceId[], now: number, options?: ReserveOptions): Promise<ReserveResult>;
   /**
-   * Moves a reservation from `reserved` to `in-doubt` before its call is sent: no lease from now
-   * on, and never purged by time, so a call that may have run can never be authorised again by
-   * waiting. Throws when the reservation is no longer held (its lease lapsed).
+   * Moves a reservation from `reserved` to `in-doubt` before its call is sent, with the sender's
+   * lease (`sendingUntil`): never purged by time from then on, so a call that may have run can
+   * never be authorised again by waiting. On a reservation already in doubt, sets the sender's
+   * lease again (absent: the sender is done with it). Throws when the reservation is no longer
+   * held (its reservation lease lapsed, or it was settled).
    */
-  markInDoubt(reservation: string): Promise<void>;
+  markInDoubt(reservation: string, options?: InDoubtOptions): Promise<void>;
   /** Marks a reservation's ids (reserved or in doubt) spent for good, keeping `result` for replay. Throws when it is no longer held. */
   commit(reservation: string, options?: CommitOptions): Promise<void>;
   /** Frees a reservation's ids (reserved or in doubt): nothing was spent. A no-op when already gone. */

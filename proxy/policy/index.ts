@@ -20,6 +20,7 @@ export {
   type EvidenceState,
   type EvidenceStore,
   type HeldEvidence,
+  type InDoubtOptions,
   type ReserveOptions,
   type ReserveResult,
 } from './evidence-store';

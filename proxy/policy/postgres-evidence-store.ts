@@ -36,6 +36,15 @@ export const postgresEvidenceStoreMigrations: readonly Migration[] = [
     CREATE INDEX spent_evidence_by_reservation ON spent_evidence (reservation);
     CREATE INDEX spent_evidence_by_expiry ON spent_evidence (expires_at);`,
   },
+  {
+    // In doubt, `lease_until` is the sender's lease (`sendingUntil`): a reserved row still needs
+    // one, a spent row has none, an in-doubt row may have either.
+    version: 2,
+    sql: `ALTER TABLE spent_evidence DROP CONSTRAINT spent_evidence_check;
+    ALTER TABLE spent_evidence ADD CONSTRAINT spent_evidence_lease CHECK (
+      CASE state WHEN 'reserved' THEN lease_until IS NOT NULL WHEN 'spent' THEN lease_until IS NULL ELSE true END
+    );`,
+  },
 ];
 
 /** Options of {@link createPostgresEvidenceStore}. */
@@ -69,7 +78,7 @@ export async function openPostgresEvidenceStore(options: PostgresEvidenceStoreOp
 const liveIn = (table: string, now: string) =>
   `(${table}.state = 'in-doubt' OR (${table}.expires_at > ${now} AND (${table}.state = 'spent' OR ${table}.lease_until > ${now})))`;
 const liveAt = (now: string) => liveIn('spent_evidence', now);
-const columns = 'id, state, reservation, fingerprint, result';
+const columns = 'id, state, reservation, fingerprint, result, lease_until';
 
 /**
  * The evidence store on a pool whose owner has applied {@link postgresEvidenceStoreMigrations}.
@@ -129,11 +138,12 @@ export function createPostgresEvidenceStore(pool: pg.Pool, settings: PostgresEvi
         throw new ProxyError('store-failed', 'evidence store reserve failed', { cause: error });
       }
     },
-    async markInDoubt(reservation) {
+    async markInDoubt(reservation, options) {
+      // In doubt, `lease_until` is the sender's lease: it never makes the entry purgeable.
       await settle(
         reservation,
-        `UPDATE spent_evidence SET state = 'in-doubt', lease_until = NULL WHERE state = 'reserved'`,
-        [],
+        `UPDATE spent_evidence SET state = 'in-doubt', lease_until = $2 WHERE state IN ('reserved', 'in-doubt')`,
+        [options?.sendingUntil ?? null],
         'reservation expired before the call was sent',
       );
     },
@@ -252,6 +262,8 @@ interface EvidenceRow {
   readonly reservation: string;
   readonly fingerprint: string | null;
   readonly result: string | null;
+  /** BIGINT, which node-postgres reads as a string. */
+  readonly lease_until: string | null;
 }
 
 function heldFromRow(row: EvidenceRow): HeldEvidence {
@@ -261,6 +273,7 @@ function heldFromRow(row: EvidenceRow): HeldEvidence {
     reservation: row.reservation,
     ...(row.fingerprint !== null && { fingerprint: row.fingerprint }),
     ...(row.result !== null && { result: row.result }),
+    ...(row.state === 'in-doubt' && row.lease_until !== null && { sendingUntil: Number(row.lease_until) }),
   };
 }
 

@@ -4,7 +4,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ProxyError } from '../errors';
 import type { CallContext, CallFilter, CallRequest, CallVerdict, Dispatch, DispatchOutcome } from '../gateway/types';
 import { qualifyName } from '../names';
-import type { EvidenceId, EvidenceStore, HeldEvidence } from './evidence-store';
+import { DEFAULT_EVIDENCE_LEASE_MS, type EvidenceId, type EvidenceStore, type HeldEvidence } from './evidence-store';
 import { safeJsonParse } from './safe-json';
 
 /**
@@ -48,6 +48,12 @@ export interface SingleUseFilterOptions {
   readonly resolveInDoubt?: ResolveInDoubt;
   /** `on-success` only: the largest serialised result kept for replay, in bytes (default {@link DEFAULT_MAX_RESULT_BYTES}). */
   readonly maxResultBytes?: number;
+  /**
+   * `on-success` only: the sender's lease on a call it is sending, in milliseconds (default
+   * {@link DEFAULT_EVIDENCE_LEASE_MS}). It must outlast the dispatch (the payment rail's timeout
+   * and more): while it runs, a retry elsewhere never frees the evidence on a failure it reads.
+   */
+  readonly sendingLeaseMs?: number;
 }
 
 /**
@@ -90,8 +96,14 @@ export function singleUseFilter(options: SingleUseFilterOptions): CallFilter {
   const now = options.now ?? Date.now;
   const maxLifetimeMs = options.maxLifetimeMs ?? DEFAULT_MAX_EVIDENCE_LIFETIME_MS;
   const spend = options.spend ?? 'on-allow';
-  if (spend === 'on-allow' && (options.resolveInDoubt || options.maxResultBytes !== undefined)) {
-    throw new ProxyError('config-invalid', 'resolveInDoubt and maxResultBytes apply only to spend: "on-success".');
+  if (
+    spend === 'on-allow' &&
+    (options.resolveInDoubt || options.maxResultBytes !== undefined || options.sendingLeaseMs !== undefined)
+  ) {
+    throw new ProxyError(
+      'config-invalid',
+      'resolveInDoubt, maxResultBytes and sendingLeaseMs apply only to spend: "on-success".',
+    );
   }
   const settlement = spend === 'on-success' ? onSuccessSettlement(options, now) : undefined;
 
@@ -174,38 +186,68 @@ type HeldDecision = { readonly kind: 'verdict'; readonly verdict: CallVerdict } 
 function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number) {
   const { store } = options;
   const maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
-  /** Reservations whose call this process is running right now: never resolved from under it. */
+  const sendingLeaseMs = options.sendingLeaseMs ?? DEFAULT_EVIDENCE_LEASE_MS;
+  /**
+   * Reservations whose call this process is running right now: never resolved from under it, even
+   * past the sender's lease. Other processes see the lease in the store instead.
+   */
   const running = new Set<string>();
   const logged = (error: unknown) => options.onError?.(error);
   const verdict = (value: CallVerdict): HeldDecision => ({ kind: 'verdict', verdict: value });
   const inProgress: CallVerdict = { decision: 'deny', reason: PAYMENT_IN_PROGRESS_REASON };
 
   /** Records how the dispatched call ended; a store fault leaves the entry in doubt (never reusable). */
-  async function settle(reservation: string, outcome: DispatchOutcome): Promise<void> {
+  async function settle(reservation: string, ids: readonly EvidenceId[], outcome: DispatchOutcome): Promise<void> {
     try {
       if (outcome.status === 'completed' && outcome.result.isError !== true) {
         // Succeeded: spent for good, with the result a retry is shown.
-        await store.commit(reservation, { result: serialiseResult(outcome.result, maxResultBytes) });
+        await commitOwn(reservation, ids, serialiseResult(outcome.result, maxResultBytes));
       } else if (outcome.status === 'failed' || outcome.status === 'completed') {
         // The downstream reported a failure (a decline, a 4xx, an error result): nothing was
         // spent, so the approval may be retried.
         await store.release(reservation);
+      } else {
+        // Unknown (timeout, lost connection): it may have run, so it stays in doubt, and with the
+        // sender's lease ended a retry may settle it from the rail at once.
+        await store.markInDoubt(reservation);
       }
-      // Unknown (timeout, lost connection): it may have run, so it stays in doubt, with no lease.
     } catch (error) {
       logged(error);
     }
   }
 
+  /**
+   * Commits the sender's own reservation. A retry on another instance that read the same success
+   * while this one was still sending may have committed it first: that is the same end, not a fault.
+   */
+  async function commitOwn(reservation: string, ids: readonly EvidenceId[], result: string): Promise<void> {
+    try {
+      await store.commit(reservation, { result });
+    } catch (error) {
+      const held = await store.lookup(
+        ids.map((evidence) => evidence.id),
+        now(),
+      );
+      const spentHere = held.length === ids.length && held.every((entry) => entry.reservation === reservation);
+      if (!spentHere || held.some((entry) => entry.state !== 'spent')) throw error;
+    }
+  }
+
   /** The policy on a fresh reservation; on allow, dispatch wrapped by the settlement steps. */
-  async function decideAndWrap(request: CallRequest, context: CallContext, reservation: string): Promise<CallVerdict> {
+  async function decideAndWrap(
+    request: CallRequest,
+    context: CallContext,
+    held: { readonly reservation: string; readonly ids: readonly EvidenceId[] },
+  ): Promise<CallVerdict> {
+    const { reservation, ids } = held;
     const decided = await decideReleasingOnDeny(options, request, context, reservation);
     if (decided.decision !== 'allow') return decided;
     const innerWrap = decided.wrap;
     const wrap = async (dispatch: Dispatch): Promise<DispatchOutcome> => {
-      // 1. In doubt before anything is sent, durably: a crash from here on never frees the evidence.
+      // 1. In doubt before anything is sent, durably: a crash from here on never frees the
+      //    evidence. The sender's lease tells every instance that the call is on its way.
       try {
-        await store.markInDoubt(reservation);
+        await store.markInDoubt(reservation, { sendingUntil: now() + sendingLeaseMs });
       } catch (error) {
         logged(error);
         await store.release(reservation).catch(logged);
@@ -215,7 +257,7 @@ function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number)
       try {
         // 2. Dispatch (through the inner filter's own wrap, if it has one), then settle by the outcome.
         const outcome = innerWrap ? await innerWrap(dispatch) : await dispatch();
-        await settle(reservation, outcome);
+        await settle(reservation, ids, outcome);
         return outcome;
       } finally {
         running.delete(reservation);
@@ -253,7 +295,10 @@ function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number)
     if (held.some((entry) => entry.state === 'reserved') || running.has(reservation) || !options.resolveInDoubt) {
       return verdict(inProgress);
     }
-    // 4. In doubt: the host asks the rail how it ended.
+    // 4. In doubt: the host asks the rail how it ended. While the sender's lease runs, the call may
+    //    still be on its way (from another instance): a success settles it, but a failure read now
+    //    may only mean the sender has not got that far, so the entry is not freed from under it.
+    const sending = held.some((entry) => entry.sendingUntil !== undefined && entry.sendingUntil > now());
     let outcome: DispatchOutcome;
     try {
       outcome = await options.resolveInDoubt(call.request, call.context, call.ids);
@@ -267,6 +312,7 @@ function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number)
         await store.commit(reservation, { result: serialiseResult(outcome.result, maxResultBytes) });
         return verdict({ decision: 'deny', reason: replayReason, result: outcome.result });
       }
+      if (sending) return verdict(inProgress);
       // It certainly failed: free the evidence and treat this call as a fresh attempt.
       await store.release(reservation);
     } catch (error) {
@@ -290,7 +336,7 @@ function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number)
         logged(error);
         return { decision: 'deny', reason: storeUnavailableReason };
       }
-      if (reserved.ok) return decideAndWrap(request, context, reserved.reservation);
+      if (reserved.ok) return decideAndWrap(request, context, { reservation: reserved.reservation, ids });
       if (reserved.reason === 'full') return { decision: 'deny', reason: fullReason };
       const decided = await answerHeld(reserved.held, fingerprint, { request, context, ids });
       if (decided.kind === 'verdict') return decided.verdict;

@@ -64,7 +64,7 @@ export interface SqliteEvidenceStoreSettings {
   /**
    * How long a reservation may stay uncommitted before it is treated as abandoned (a crash between
    * reserve and commit happens before the policy allowed, so nothing was executed). Default 60 s.
-   * An in-doubt entry has no lease.
+   * An in-doubt entry is never freed by time; its sender's lease is the sender's to set.
    */
   readonly leaseMs?: number;
 }
@@ -152,8 +152,8 @@ export function createSqliteEvidenceStore(
         throw new ProxyError('store-failed', 'evidence store reserve failed', { cause: error });
       }
     },
-    async markInDoubt(reservation) {
-      if (markInDoubt.run(reservation).changes === 0) {
+    async markInDoubt(reservation, options) {
+      if (markInDoubt.run({ reservation, sendingUntil: options?.sendingUntil ?? null }).changes === 0) {
         throw new ProxyError('store-failed', 'reservation expired before the call was sent');
       }
     },
@@ -187,15 +187,17 @@ function prepare(database: Database.Database) {
     ),
     count: database.prepare('SELECT COUNT(*) AS n FROM spent_evidence'),
     live: database.prepare<{ id: string; now: number }, EvidenceRow>(
-      `SELECT id, state, reservation, fingerprint, result FROM spent_evidence
+      `SELECT id, state, reservation, fingerprint, result, lease_until FROM spent_evidence
        WHERE id = @id AND (state = 'in-doubt' OR (expires_at > @now AND (state = 'spent' OR lease_until > @now)))`,
     ),
     insert: database.prepare(
       `INSERT INTO spent_evidence (id, expires_at, state, reservation, lease_until, fingerprint)
        VALUES (@id, @expiresAt, 'reserved', @reservation, @leaseUntil, @fingerprint) ON CONFLICT (id) DO NOTHING`,
     ),
+    // In doubt, `lease_until` is the sender's lease: it never makes the entry purgeable.
     markInDoubt: database.prepare(
-      `UPDATE spent_evidence SET state = 'in-doubt', lease_until = NULL WHERE reservation = ? AND state = 'reserved'`,
+      `UPDATE spent_evidence SET state = 'in-doubt', lease_until = @sendingUntil
+       WHERE reservation = @reservation AND state IN ('reserved', 'in-doubt')`,
     ),
     commit: database.prepare(
       `UPDATE spent_evidence SET state = 'spent', lease_until = NULL, result = @result
@@ -211,6 +213,7 @@ interface EvidenceRow {
   readonly reservation: string | null;
   readonly fingerprint: string | null;
   readonly result: string | null;
+  readonly lease_until: number | null;
 }
 
 function heldFromRow(row: EvidenceRow): HeldEvidence {
@@ -220,6 +223,7 @@ function heldFromRow(row: EvidenceRow): HeldEvidence {
     ...(row.reservation !== null && { reservation: row.reservation }),
     ...(row.fingerprint !== null && { fingerprint: row.fingerprint }),
     ...(row.result !== null && { result: row.result }),
+    ...(row.state === 'in-doubt' && row.lease_until !== null && { sendingUntil: row.lease_until }),
   };
 }
 

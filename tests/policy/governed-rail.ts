@@ -142,6 +142,8 @@ export interface GovernedRail {
   readonly store: EvidenceStore;
   /** The filter's clock (milliseconds); move it to show nothing is freed by time. */
   readonly clock: { ms: number };
+  /** What the evidence filter reported as faults (its `onError`). */
+  readonly faults: unknown[];
   pay(args: Record<string, unknown>): Promise<CallToolResult>;
   close(): Promise<void>;
 }
@@ -163,12 +165,14 @@ export async function governedRail(
   const bundle = await loadBundle({ directory, builtins: createHostBuiltins(), engine: 'rego' });
   const clock = { ms: options.clockMs ?? POLICY_NOW_MS };
   const rail = payRail();
+  const faults: unknown[] = [];
   const filter = singleUseFilter({
     spend: 'on-success',
     inner: policyFilter({ bundle, config: { trust: spendLimitTrust(requester, approver) }, now: () => POLICY_NOW_MS }),
     store,
     evidenceFields: EVIDENCE_FIELDS,
     now: () => clock.ms,
+    onError: (error) => faults.push(error),
     ...(options.resolveInDoubt && { resolveInDoubt: options.resolveInDoubt }),
   });
   const gateway = createGateway({
@@ -190,6 +194,7 @@ export async function governedRail(
     rail,
     store,
     clock,
+    faults,
     pay: (args) => callTool(client, PAY_TOOL, args),
     async close() {
       rail.releaseHung();

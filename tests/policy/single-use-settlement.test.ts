@@ -142,6 +142,80 @@ describe('single-use evidence through settlement (spend on success)', () => {
   });
 });
 
+describe('in doubt while another instance is sending it (one store, two gateways)', () => {
+  const folders: string[] = [];
+  afterEach(() => {
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+  });
+
+  /** Two gateways on one evidence file, as two instances share one database; only `b` resolves. */
+  async function twoInstances() {
+    const folder = mkdtempSync(join(tmpdir(), 'emcp-settlement-two-'));
+    folders.push(folder);
+    const path = join(folder, 'evidence.sqlite');
+    const a = await setup({ path });
+    // B reads no charge under the key: the household's payment row, say, which A's settlement has
+    // not written yet.
+    const b = await setup({
+      path,
+      resolveInDoubt: async () => ({ status: 'failed', reason: 'no charge under that key' }),
+    });
+    return { a, b };
+  }
+
+  it("a retry through B while A is still sending is told to wait: a failure B reads never frees the evidence from under A's call", async () => {
+    const { a, b } = await twoInstances();
+    const args = payArguments(500, jtiOf('sending'));
+    // A's call has reached its rail, which holds its answer.
+    const held = deferred();
+    a.rail.holdFirst = held.promise;
+    const sent = a.pay(args);
+    await a.rail.started[0]?.promise;
+    const retried = await b.pay(args);
+    expect(textOf(retried), 'the retry through B').toBe(PAYMENT_IN_PROGRESS_REASON);
+    expect(b.rail.calls).toHaveLength(0);
+    expect(await b.store.lookup([jtiOf('sending')], POLICY_NOW_MS)).toMatchObject([
+      { state: 'in-doubt', sendingUntil: POLICY_NOW_MS + 60_000 },
+    ]);
+    held.resolve();
+    expect(textOf(await sent)).toBe(receiptText(1));
+    // Settled by A: B's retry gets A's receipt, and nothing more is sent anywhere.
+    expect(textOf(await b.pay(args))).toBe(receiptText(1));
+    expect(b.rail.calls).toHaveLength(0);
+  });
+
+  it('a success B reads while A is still sending settles it; A then finds it spent by its own call, which is no fault', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'emcp-settlement-two-'));
+    folders.push(folder);
+    const path = join(folder, 'evidence.sqlite');
+    const receipt: CallToolResult = { content: [{ type: 'text', text: receiptText(1) }] };
+    const a = await setup({ path });
+    const b = await setup({ path, resolveInDoubt: async () => ({ status: 'completed', result: receipt }) });
+    const args = payArguments(500, jtiOf('read-first'));
+    const held = deferred();
+    a.rail.holdFirst = held.promise;
+    const sent = a.pay(args);
+    await a.rail.started[0]?.promise;
+    expect(await b.pay(args)).toEqual(receipt);
+    held.resolve();
+    expect(textOf(await sent)).toBe(receiptText(1));
+    expect(await a.store.lookup([jtiOf('read-first')], POLICY_NOW_MS)).toMatchObject([{ state: 'spent' }]);
+    expect(a.faults).toEqual([]);
+  });
+
+  it("once A's sender lease has run out, B settles it as any retry would: a failure the rail reports frees it for a fresh attempt", async () => {
+    const { a, b } = await twoInstances();
+    const args = payArguments(500, jtiOf('hung'));
+    a.rail.mode = 'hang';
+    void a.pay(args).catch(() => undefined);
+    await a.rail.started[0]?.promise;
+    expect(textOf(await b.pay(args))).toBe(PAYMENT_IN_PROGRESS_REASON);
+    b.clock.ms += 60_000;
+    expect(textOf(await b.pay(args))).toBe(receiptText(1));
+    expect(b.rail.calls).toHaveLength(1);
+  });
+});
+
 describe('in doubt across a crash and a restart', () => {
   const folders: string[] = [];
   afterEach(() => {
