@@ -1,3 +1,10 @@
+import {
+  type CallToolResult,
+  Client,
+  type ElicitRequestURLParams,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
+import pg from 'pg';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../support/postgres';
@@ -12,7 +19,10 @@ import { type SteeringProxy, startSteeringProxy } from './support/steering-proxy
 // database). The chat talks to instance A, the child's window is served by B and the parent's by
 // A; the child approves last, on B, and the turn A runs resumes by itself. `/log` on B shows A's
 // decisions live. Then the chat's next message goes to B while its page still streams from A:
-// B's turn reaches the page live.
+// B's turn reaches the page live. Last, money under concurrency: an order a 2026 MCP client had
+// approved is charged 50 times at once, half through each process, and the rail sees one charge.
+const token = 'e2e-two-instances-token-0123456789';
+let databaseUrl: string;
 let a: AppServer;
 let b: AppServer;
 let proxy: SteeringProxy;
@@ -42,10 +52,10 @@ const servedBy = (prefix: string) =>
   );
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
+  databaseUrl = await createTestDatabase();
   proxy = await startSteeringProxy({ a: () => a.port, b: () => b.port });
   origin = `http://localhost:${proxy.port}`;
-  const environment = { DATABASE_URL: url, EXTENSIBLE_MCP_ORIGIN: origin };
+  const environment = { DATABASE_URL: databaseUrl, EXTENSIBLE_MCP_ORIGIN: origin, EXTENSIBLE_MCP_HTTP_TOKEN: token };
   a = await startAppServer(environment);
   // The second instance finds the household and its live codes in the database: it prints none.
   b = await startAppServer(environment, undefined, { dataDir: a.dataDir, codes: false });
@@ -65,6 +75,50 @@ beforeAll(async () => {
   chat = await chatBrowser.page();
   await chat.goto(origin);
 }, 300_000);
+
+/** A 2026-07-28 client of `/mcp` on `instance` (steered by its cookie), with the three tools of an order found; URL asks go to `asked`. */
+async function orderClientOn(instance: 'a' | 'b', asked: (url: string) => void = () => {}) {
+  const client = new Client(
+    { name: `e2e-two-instances-${instance}`, version: '1.0.0' },
+    { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: { url: {} } } },
+  );
+  client.setRequestHandler('elicitation/create', (request) => {
+    asked(String((request.params as ElicitRequestURLParams).url));
+    return { action: 'accept' };
+  });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${token}`, cookie: `instance=${instance}` } },
+    }),
+  );
+  let handle: string | undefined;
+  for (const query of ['pizza invoice order', 'household approval for an invoice', 'charge invoice payment']) {
+    const found = await client.callTool({
+      name: 'search_tools',
+      arguments: { query, top_k: 10, ...(handle !== undefined && { handle }) },
+    });
+    handle = (found.structuredContent as { handle?: string } | undefined)?.handle ?? handle;
+  }
+  const call = async (tool: string, args: Record<string, unknown>) =>
+    (await client.callTool({
+      name: 'call_tool',
+      arguments: { tool_name: tool, arguments: args, ...(handle !== undefined && { handle }) },
+    })) as CallToolResult;
+  return { client, call };
+}
+
+const textOf = (result: CallToolResult) => (result.content[0]?.type === 'text' ? result.content[0].text : '');
+
+/** One number the database answers, read as an operator would. */
+async function scalar(sql: string, values: unknown[]): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return Number(Object.values((await client.query(sql, values)).rows[0] ?? {})[0]);
+  } finally {
+    await client.end();
+  }
+}
 
 afterAll(async () => {
   for (const browser of browsers) await browser.close();
@@ -127,5 +181,75 @@ describe('two app instances on one PostgreSQL database behind one origin, in Chr
     // The page never opened another stream: B's events reached it through A's.
     expect(proxy.forwarded().filter((request) => request.url.startsWith('/api/chat/events'))).toHaveLength(streams);
     expect(servedBy('/api/chat/events')).toEqual(new Set(['a']));
+  });
+
+  it('50 charges of one approved order at once, half through each process: one charge on the rail, one receipt; a second approval is refused on either', async () => {
+    const asked: string[] = [];
+    const onA = await orderClientOn('a', (url) => asked.push(url));
+    const onB = await orderClientOn('b');
+    try {
+      const issued = JSON.parse(
+        textOf(
+          await onA.call('pizza__request_invoice', {
+            items: [{ sku: 'large-pepperoni', qty: 1 }],
+            deliverTo: '12 Main St',
+          }),
+        ),
+      ) as { invoice: string; invoiceId: string };
+      const payload = JSON.parse(Buffer.from(issued.invoice.split('.')[1] ?? '', 'base64url').toString('utf8'));
+      const { merchantId, totalCents } = payload.vc.credentialSubject as { merchantId: string; totalCents: number };
+      expect(totalCents).toBe(1500);
+      // The client is sent both approval windows; the parent approves on A, the child on B.
+      const approval = onA.call('request_approval', { invoice: issued.invoice });
+      await expect.poll(() => asked.length, { timeout: 30_000 }).toBe(2);
+      const requestId = new URL(asked[0] ?? '').searchParams.get('request') ?? '';
+      for (const [page, role] of [
+        [parent, 'parent'],
+        [child, 'child'],
+      ] as const) {
+        await page.goto(asked.find((url) => url.includes(`as=${role}&`)) ?? '');
+        await approve(page);
+      }
+      expect(JSON.parse(textOf(await approval))).toMatchObject({ status: 'approved', approvalId: requestId });
+
+      const args = { invoiceId: issued.invoiceId, amountCents: totalCents, merchantId, approvalId: requestId };
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, index) => (index % 2 === 0 ? onA : onB).call('payments__charge_invoice', args)),
+      );
+      const receipts = new Set<string>();
+      const refusals = new Set<string>();
+      for (const result of results) {
+        const text = textOf(result);
+        if (result.isError) refusals.add(text.replace(/[0-9a-f-]{36}/g, '…'));
+        else receipts.add(String(JSON.parse(text).receipt));
+      }
+      expect(receipts.size, [...refusals].join('\n')).toBe(1);
+      // The others were told the one charge is under way, never that the evidence could not be held.
+      for (const refusal of refusals) expect(refusal).toMatch(/^payment_in_progress: /);
+      const charges = 'SELECT count(*) FROM mock_rail_charges WHERE invoice_id = $1';
+      expect(await scalar(charges, [issued.invoiceId])).toBe(1);
+      const paid =
+        "SELECT count(*) FROM payments WHERE invoice_id = $1 AND state = 'succeeded' AND receipt IS NOT NULL";
+      expect(await scalar(paid, [issued.invoiceId])).toBe(1);
+
+      // A second approval of the paid order, asked of either process by either member, is refused.
+      for (const [page, role] of [
+        [child, 'child'],
+        [parent, 'parent'],
+      ] as const) {
+        for (const instance of ['a', 'b']) {
+          await page.context().addCookies([{ name: 'instance', value: instance, url: origin }]);
+          const answer = await page.request.post(`${origin}/api/identity/approval/options?as=${role}`, {
+            headers: { origin },
+            data: { approvalId: requestId },
+          });
+          expect(answer.status(), `${role} on ${instance}`).toBe(409);
+          expect(await answer.text()).toMatch(/not pending/);
+        }
+      }
+    } finally {
+      await onA.client.close();
+      await onB.client.close();
+    }
   });
 });
