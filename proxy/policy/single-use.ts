@@ -228,8 +228,10 @@ function onSuccessSettlement(options: SingleUseFilterOptions, now: () => number)
         ids.map((evidence) => evidence.id),
         now(),
       );
-      const spentHere = held.length === ids.length && held.every((entry) => entry.reservation === reservation);
-      if (!spentHere || held.some((entry) => entry.state !== 'spent')) throw error;
+      const spentHere =
+        held.length === ids.length &&
+        held.every((entry) => entry.reservation === reservation && entry.state === 'spent');
+      if (!spentHere) throw error;
     }
   }
 
