@@ -13,17 +13,21 @@ trap 'rm -rf "$work"' EXIT
 write_capabilities "$work/capabilities.json"
 
 # 1. Rego tests: every bundle folder and every example (at any depth) that has *_test.rego files.
+#    Each test gets 120 s, a liveness guard rather than a speed check: opa's default of 5 s failed
+#    family-spend's test that evaluates every case (nine passkey signatures each) on a loaded
+#    two-core machine.
 status=0
+opa_test() { "$OPA" test --timeout 120s --capabilities "$work/capabilities.json" "$@"; }
 for bundle in "$ROOT"/policies/*/; do
   compgen -G "$bundle*_test.rego" >/dev/null || continue
   files=("$bundle"*.rego)
   compgen -G "$bundle*.json" >/dev/null && [ -f "$bundle/cases.json" ] && files+=("$bundle/cases.json")
   echo "policies: opa test ${bundle#"$ROOT"/}" >&2
-  "$OPA" test --capabilities "$work/capabilities.json" "${files[@]}" || status=1
+  opa_test "${files[@]}" || status=1
 done
 while read -r test_file; do
   echo "policies: opa test ${test_file#"$ROOT"/}" >&2
-  "$OPA" test --capabilities "$work/capabilities.json" "${test_file%_test.rego}.rego" "$test_file" || status=1
+  opa_test "${test_file%_test.rego}.rego" "$test_file" || status=1
 done < <(example_tests)
 
 # 2. Compile twice into temp dirs: the output must be deterministic.
