@@ -87,6 +87,10 @@ describe.each(Object.entries(implementations))('the %s turn-lease store', (_name
     expect(await store.claim({ sessionId: 's', owner: 'b', now: now + ttlMs - 1, ttlMs })).toBeUndefined();
     expect(await store.renew({ sessionId: 's', owner: 'b', now, ttlMs })).toBe(false);
     expect(await store.renew({ sessionId: 's', owner: 'a', now: now + 5_000, ttlMs })).toBe(true);
+    // The owner's own claim of its live lease takes it again, to a new expiry.
+    expect((await store.claim({ sessionId: 's', owner: 'a', now: now + 5_000, ttlMs }))?.expiresAt).toBe(
+      now + 5_000 + ttlMs,
+    );
     // Renewed: still a's one millisecond after the first expiry.
     expect(await store.claim({ sessionId: 's', owner: 'b', now: now + ttlMs + 1, ttlMs })).toBeUndefined();
     // Expired: b takes it, and a's renewal now fails (its turn must stop).
@@ -147,4 +151,14 @@ describe.each(Object.entries(implementations))('the %s turn-lease store', (_name
       }
     },
   );
+});
+
+/** The PostgreSQL table's own line, which the memory store has no twin of. */
+describe.skipIf(!postgresAvailable)('the PostgreSQL turn-lease table', () => {
+  it('refuses a lease with an empty owner, and holds nothing for it', async () => {
+    const postgres = implementations.postgres as (typeof implementations)['sqlite'];
+    const store = await postgres.open(await postgres.location());
+    await expect(store.claim({ sessionId: 's', owner: '', now: 0, ttlMs })).rejects.toThrow(/turn_leases_owner_check/);
+    expect((await store.claim({ sessionId: 's', owner: 'a', now: 0, ttlMs }))?.owner).toBe('a');
+  });
 });

@@ -343,6 +343,33 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL audit log listener', () => {
 });
 
 describe.skipIf(!postgresAvailable)('the PostgreSQL audit table', () => {
+  it('refuses TRUNCATE, hashes that are not 64 characters, and an id below 1 even with the next-id trigger off', async () => {
+    const url = await createTestDatabase();
+    const { open } = implementations.postgres as (typeof implementations)['sqlite'];
+    const audit = await open(url);
+    await audit.append(event());
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await expect(client.query('TRUNCATE audit_log')).rejects.toThrow(/append-only: TRUNCATE refused/);
+      // The store always writes SHA-256 hex: only SQL reaches these, with the next id.
+      const insert = (id: number, previous: string, hash: string) =>
+        client.query(
+          `INSERT INTO audit_log (id, event, prev_hash, hash) VALUES (${id}, '{}', '${previous}', '${hash}')`,
+        );
+      await expect(insert(2, 'short', genesisHash)).rejects.toThrow(/audit_log_prev_hash_check/);
+      await expect(insert(2, genesisHash, 'short')).rejects.toThrow(/audit_log_hash_check/);
+      // The trigger asks for the next id, so the check on the id is the line behind it.
+      await client.query('BEGIN');
+      await client.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_in_order');
+      await expect(insert(0, genesisHash, genesisHash)).rejects.toThrow(/audit_log_id_check/);
+      await client.query('ROLLBACK');
+      expect((await audit.after(0)).map((entry) => entry.id)).toEqual([1]);
+    } finally {
+      await client.end();
+    }
+  });
+
   it('keeps one row per id when two writers skip the lock and race for the same next id', async () => {
     const url = await createTestDatabase();
     const { open } = implementations.postgres as (typeof implementations)['sqlite'];

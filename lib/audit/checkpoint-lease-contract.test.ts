@@ -11,6 +11,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../../tests/support/postgres';
 import { readHouseholdEnv } from '../env';
@@ -126,6 +127,30 @@ describe.each(Object.entries(leaseStores))('the %s checkpoint lease', (_name, op
       );
       expect(claims.filter(Boolean)).toHaveLength(1);
     }
+  });
+});
+
+/** The PostgreSQL table's own lines: one row, named `signer`, held by a named owner. */
+describe.skipIf(!postgresAvailable)('the PostgreSQL checkpoint lease table', () => {
+  it('refuses an empty owner and a row of another name, and keeps the holder', async () => {
+    const postgres = shared.postgres as (typeof shared)['sqlite'];
+    const url = await postgres.location();
+    const { checkpointLease } = await postgres.open(url);
+    await expect(checkpointLease.claim({ owner: '', now: t0, ttlMs: 1000 })).rejects.toThrow(
+      /audit_checkpoint_lease_owner_check/,
+    );
+    expect(await checkpointLease.claim({ owner: 'a', now: t0, ttlMs: 1000 })).toBe(true);
+    // The store only ever writes the row `signer`: a second row is SQL's alone to try.
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await expect(
+        client.query("INSERT INTO audit_checkpoint_lease (name, owner, expires_at) VALUES ('signer-2', 'b', 0)"),
+      ).rejects.toThrow(/audit_checkpoint_lease_name_check/);
+    } finally {
+      await client.end();
+    }
+    expect(await checkpointLease.holder()).toStrictEqual({ owner: 'a', expiresAt: t0 + 1000 });
   });
 });
 

@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tool } from '@modelcontextprotocol/server';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../../tests/support/postgres';
 import type { DiscoveryStore } from '../gateway/discovery-store';
@@ -119,6 +120,16 @@ describe.each(Object.entries(implementations))('the %s pin store', (_name, kind)
     expect(await store.held('shop')).toEqual([]);
   });
 
+  it('holds one definition per tool when a listing names a tool twice: the later one', async () => {
+    const store = await openStore();
+    await list(store, [order]);
+    const twice = { ...changedOrder, description: 'Orders a pizza and reads your mail.' };
+    await list(store, [changedOrder, twice]);
+    const held = await store.held('shop');
+    expect(held.map((row) => [row.tool, row.reason])).toEqual([['order', 'changed']]);
+    expect(held[0]?.definition).toContain('reads your mail');
+  });
+
   it('lets only one of two proxies on one store write a server first pins', async () => {
     const path = await kind.location();
     const left = await openStore(path);
@@ -176,5 +187,25 @@ describe.each(Object.entries(implementations))('the %s pin store', (_name, kind)
     expect((await reopened.pin('shop', 'order'))?.tool).toBe('order');
     expect(await discovery.has('scope', 'shop__order')).toBe(true);
     await discovery.close();
+  });
+});
+
+/** The PostgreSQL table's own line: no interface call records one refused hash of a tool twice. */
+describe.skipIf(!postgresAvailable)('the PostgreSQL pin tables', () => {
+  it('record a refused hash of a tool once', async () => {
+    const url = await createTestDatabase();
+    open.push(await openPostgresPinStore({ url }));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const reject = () =>
+        client.query(
+          "INSERT INTO tool_pins_rejected (server, tool, hash, rejected_at) VALUES ('shop', 'order', 'h', 0)",
+        );
+      await reject();
+      await expect(reject()).rejects.toThrow(/tool_pins_rejected_pkey/);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -65,6 +65,34 @@ describe.skipIf(!postgresAvailable)(`applyPostgresMigrations ${postgresUnavailab
     expect(await tables(on)).toEqual(['a']);
   });
 
+  it('keeps a step and its record together: a step whose record cannot be written leaves nothing', async () => {
+    const on = pool(await database());
+    // The step itself succeeds; the trigger it makes refuses its own record (as a connection lost
+    // between the two would leave it unrecorded), so the step must go with the record.
+    const unrecordable: Migration = {
+      version: 2,
+      sql: `CREATE TABLE b (x INTEGER);
+        CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'record refused'; END $$;
+        CREATE TRIGGER refuse_record BEFORE INSERT ON schema_migrations
+          FOR EACH ROW EXECUTE FUNCTION refuse_record();`,
+    };
+    await expect(applyPostgresMigrations(on, { first: [one, unrecordable] })).rejects.toThrow(/record refused/);
+    expect(await versions(on, 'first')).toEqual([1]);
+    expect(await tables(on)).toEqual(['a']);
+    // Nothing of it is left in the way: the real step 2 applies.
+    await applyPostgresMigrations(on, { first: [one, two] });
+    expect(await versions(on, 'first')).toEqual([1, 2]);
+  });
+
+  it('records a module and version once', async () => {
+    const on = pool(await database());
+    await applyPostgresMigrations(on, { first: [one] });
+    await expect(
+      on.query("INSERT INTO schema_migrations (module, version, applied_at) VALUES ('first', 1, 0)"),
+    ).rejects.toThrow(/schema_migrations_pkey/);
+  });
+
   it('refuses a database written by newer code, changing nothing', async () => {
     const on = pool(await database());
     await applyPostgresMigrations(on, { first: [one, two] });

@@ -242,6 +242,23 @@ describe.each(Object.entries(implementations))('the %s call-approval store', (_n
       }
     });
 
+    it('gives the last place below the bound to exactly one of 40 concurrent creates through two handles, five rounds', async () => {
+      for (let round = 0; round < 5; round += 1) {
+        const handles = await shared();
+        for (let index = 0; index < 19; index += 1) {
+          await (handles[0] as Handle).callApprovals.create(requestFor(index), { maxPending: 20 });
+        }
+        // Both pools' connections opened first, so the creates meet in the database at once
+        // instead of one per connection made. Every create counts 19 waiting: one may insert.
+        await race(handles, 40, (calls) => calls.listPending());
+        const outcomes = await race(handles, 40, (calls, index) =>
+          calls.create(requestFor(100 + index), { maxPending: 20 }),
+        );
+        expect(outcomes.filter((outcome) => outcome.created)).toHaveLength(1);
+        expect(await (handles[1] as Handle).callApprovals.listPending()).toHaveLength(20);
+      }
+    });
+
     it('records one decision among 50 concurrent deciders through two handles, with only the winner’s reason', async () => {
       const handles = await shared();
       await (handles[0] as Handle).callApprovals.create(request);

@@ -4,6 +4,7 @@
  * on one location (two SQLite connections, two `pg` pools) and races them, which SQLite's single
  * writer never exercises but PostgreSQL's `READ COMMITTED` does: every "once" must still be once.
  */
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ApprovalRecord, CeremonyRecord, IdentityStore, PasskeyRecord, SessionRecord } from '../../identity/index';
 import { type HouseholdStoreHandle as Handle, householdStoreOpeners } from '../support/household-store-openers';
@@ -250,7 +251,7 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
     });
 
     it('refuses a kind, a role or a status outside its closed set, and stores nothing', async () => {
-      const { records, enrollment, approvals } = await store();
+      const { records, enrollment, approvals, passkeys, sessions, ceremonies } = await store();
       await expect(records.put('secret' as never, 'a', 'v')).rejects.toMatchObject({ code: 'store-failed' });
       expect(await records.get('secret' as never, 'a')).toBeUndefined();
       await expect(enrollment.replaceCode({ ...code, role: 'admin' as never })).rejects.toMatchObject({
@@ -261,6 +262,28 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
         approvals.transition('approval-1', { from: ['pending'], to: 'paid' as never, now: t0 + 1 }),
       ).rejects.toMatchObject({ code: 'store-failed' });
       expect((await approvals.get('approval-1'))?.status).toBe('pending');
+      // Each closed column of the other tables, reached through the store's own calls.
+      await expect(passkeys.add({ ...passkey, role: 'admin' as never })).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      expect(await passkeys.get(passkey.credentialId)).toBeUndefined();
+      const session = { tokenHash: 't', memberDid: 'did:key:m', credentialId: 'c', createdAt: t0, expiresAt: t0 + 1 };
+      await expect(sessions.create({ ...session, role: 'admin' as never })).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      expect(await sessions.get('t')).toBeUndefined();
+      const ceremony = { id: 'c', challenge: 'x', expiresAt: t0 + 60_000 };
+      await expect(ceremonies.put({ ...ceremony, kind: 'payment' as never }, t0)).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      await expect(ceremonies.put({ ...ceremony, kind: 'approval', role: 'admin' as never }, t0)).rejects.toMatchObject(
+        { code: 'store-failed' },
+      );
+      expect(await ceremonies.take('c')).toBeUndefined();
+      await expect(enrollment.addFailure('admin' as never, t0, 'window')).rejects.toMatchObject({
+        code: 'store-failed',
+      });
+      expect(await enrollment.countFailures('admin' as never, 0)).toBe(0);
     });
 
     it('ceremonies: take returns a ceremony once, exactly as put, and put forgets expired ones', async () => {
@@ -317,6 +340,12 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       expect(await approvals.transition('approval-1', { from: [], to: 'approved', now: t0 + 4 })).toBe(false);
       expect(await approvals.transition('approval-1', { from: ['pending'], to: 'approved', now: t0 + 5 })).toBe(true);
       expect(await approvals.addApproval('approval-1', 'child', 'vc', t0 + 6)).toBe(false);
+      // A role that has not approved yet cannot approve a request that left pending (declined here).
+      const declined = approvalFor(2);
+      await approvals.create(declined);
+      expect(await approvals.transition('approval-2', { from: ['pending'], to: 'declined', now: t0 + 6 })).toBe(true);
+      expect(await approvals.addApproval('approval-2', 'parent', 'vc-parent', t0 + 7)).toBe(false);
+      expect((await approvals.get('approval-2'))?.approvals).toStrictEqual({});
       expect(
         await approvals.transition('approval-1', {
           from: ['approved'],
@@ -562,5 +591,65 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
         x: `k${outcomes.indexOf(true)}`,
       });
     });
+  });
+});
+
+/**
+ * The PostgreSQL tables' own lines where the store's checks keep every interface call from
+ * reaching them, and its order where the rows' physical order would otherwise show.
+ */
+describe.skipIf(!postgresAvailable)('the PostgreSQL identity tables', () => {
+  /** A fresh database with the household's tables, its store, and a plain client on it. */
+  const open = async () => {
+    const opener = implementations.postgres as (typeof implementations)['sqlite'];
+    const url = await opener.location();
+    const handle = await opener.open(url);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    return { store: handle.identity, client };
+  };
+
+  it('refuse a member name of another role and a second settings row, and keep what was there', async () => {
+    const { store, client } = await open();
+    try {
+      await store.profile.setName({ role: 'child', name: 'Sam', setAt: t0 });
+      await store.profile.initTimeZone({ timeZone: 'UTC', setAt: t0 });
+      // The store parses the role and always writes settings row 1, so only SQL reaches these.
+      await expect(
+        client.query("INSERT INTO member_names (role, name, set_at) VALUES ('admin', 'Eve', 0)"),
+      ).rejects.toThrow(/member_names_role_check/);
+      await expect(
+        client.query("INSERT INTO household_settings (id, time_zone, set_at) VALUES (2, 'Asia/Tokyo', 0)"),
+      ).rejects.toThrow(/household_settings_id_check/);
+      expect(await store.profile.names()).toStrictEqual([{ role: 'child', name: 'Sam', setAt: t0 }]);
+      expect(await store.profile.timeZone()).toStrictEqual({ timeZone: 'UTC', setAt: t0 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('lists passkeys and merchants in insertion order within one millisecond, whatever order their rows lie in', async () => {
+    const { store, client } = await open();
+    try {
+      const ids = ['cred-b', 'cred-a', 'cred-c'];
+      for (const credentialId of ids) await store.passkeys.add({ ...passkey, credentialId });
+      const dids = ['did:key:b', 'did:key:a', 'did:key:c'];
+      for (const did of dids) await store.merchants.add({ did, name: did, publicKeyJwk: { x: did }, trustedAt: t0 });
+      // An update or a vacuum moves rows within the heap; here each table is rewritten with its
+      // rows in reverse, each keeping its position, so a scan meets them newest first.
+      for (const table of ['passkeys', 'merchants']) {
+        await client.query('BEGIN');
+        await client.query(`CREATE TEMP TABLE moved ON COMMIT DROP AS SELECT * FROM ${table}`);
+        await client.query(`DELETE FROM ${table}`);
+        await client.query(`INSERT INTO ${table} OVERRIDING SYSTEM VALUE SELECT * FROM moved ORDER BY position DESC`);
+        await client.query('COMMIT');
+      }
+      const scanned = await client.query<{ credential_id: string }>('SELECT credential_id FROM passkeys');
+      expect(scanned.rows.map((row) => row.credential_id)).toStrictEqual([...ids].reverse());
+      expect((await store.passkeys.listByRole('child')).map((record) => record.credentialId)).toStrictEqual(ids);
+      expect((await store.merchants.list()).map((record) => record.did)).toStrictEqual(dids);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -187,7 +187,7 @@ describe.each(Object.entries(implementations))('the %s request-limit store', (_n
 
 /** The PostgreSQL table's own lines, which the store's lock keeps any interface call from reaching. */
 describe.skipIf(!postgresAvailable)('the PostgreSQL approval slots table', () => {
-  it('refuses a reservation id given twice and a request bound to two slots, and keeps the first of each', async () => {
+  it('refuses a reservation id given twice, a request bound to two slots and a second counter row, and keeps the first of each', async () => {
     const opener = implementations.postgres as (typeof implementations)['sqlite'];
     const url = await opener.location();
     await opener.open(url);
@@ -205,6 +205,10 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL approval slots table', () =>
         'SELECT reservation_id, approval_id FROM approval_slots',
       );
       expect(kept.rows).toStrictEqual([{ reservation_id: 'slot-1', approval_id: 'approval-1' }]);
+      // The household's counter row, which every reservation locks, is one row.
+      await expect(client.query("INSERT INTO request_limit_locks (name) VALUES ('household')")).rejects.toThrow(
+        /request_limit_locks_pkey/,
+      );
     } finally {
       await client.end();
     }

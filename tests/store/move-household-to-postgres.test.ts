@@ -4,10 +4,11 @@
  * an empty PostgreSQL database. Every table's rows arrive, the audit chain verifies there against
  * the moved checkpoints (`npm run audit:verify`), and the household opens on the database as the
  * same household. A database that is not empty is refused, and a move that fails leaves the
- * target as empty as it was.
+ * target as empty as it was. A move started while an instance migrates the target waits for the
+ * migration lock, and then refuses the tables that instance made.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,8 +16,10 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readHouseholdEnv } from '../../lib/env';
+import { moveHouseholdToPostgres } from '../../lib/move-household-to-postgres';
 import { openIdentity } from '../../lib/start-identity';
 import { householdStoreLocation, openHouseholdStore } from '../../lib/store';
+import { migrationLockKey } from '../../proxy/index';
 import { startTestHousehold } from '../payments/household';
 import { textOf } from '../proxy/helpers';
 import { auditVerify } from '../security/fixtures/audit-verify';
@@ -170,6 +173,36 @@ describe.skipIf(!postgresAvailable)('npm run household -- move-to-postgres', () 
     expect(again.code).toBe(1);
     expect(await postgresCounts(url, Object.keys(before))).toStrictEqual(before);
   }, 180_000);
+
+  it('waits while an instance migrates the target, then refuses the tables that instance made', async () => {
+    const dataDir = folder();
+    const sqlitePath = join(dataDir, 'household.sqlite');
+    writeFileSync(sqlitePath, '');
+    const url = await createTestDatabase();
+    // An instance starting on the target: it holds the migration lock while it creates tables.
+    const starting = new pg.Client({ connectionString: url });
+    await starting.connect();
+    try {
+      await starting.query('SELECT pg_advisory_lock($1::bigint)', [migrationLockKey]);
+      let settled = false;
+      const moving = moveHouseholdToPostgres({ sqlitePath, checkpointsPath: join(dataDir, 'none.jsonl'), url }).finally(
+        () => {
+          settled = true;
+        },
+      );
+      const waiting = `SELECT 1 FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`;
+      while (!settled && (await starting.query(waiting)).rowCount === 0);
+      // The move waits for the lock before it looks at the target, so it cannot have moved yet.
+      expect(settled).toBe(false);
+      await starting.query('CREATE TABLE made_by_the_instance (x INTEGER)');
+      await starting.query('SELECT pg_advisory_unlock($1::bigint)', [migrationLockKey]);
+      await expect(moving).rejects.toThrow(/not empty \(1 table, such as made_by_the_instance\)/);
+      expect(await publicTables(url)).toBe(1);
+    } finally {
+      await starting.end();
+    }
+  });
 
   it('leaves the target empty when the move fails part way: a table with no PostgreSQL twin', async () => {
     const source = folder();
