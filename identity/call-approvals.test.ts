@@ -127,6 +127,20 @@ describe('call approvals', () => {
     ]);
   });
 
+  it('opens no request whose hash is not the hash of the arguments its window would show', async () => {
+    // The passkey signs the stored hash and the window renders the stored arguments: a caller that
+    // hands the gate a hash of other arguments (an argument the window would not show) gets nothing
+    // to approve.
+    const shown = { invoiceId: 'inv-1' };
+    const signed = { invoiceId: 'inv-1', refundTo: 'attacker' };
+    const mismatched = { ...gated(shown), callHash: gated(signed).callHash };
+    expect(await calls.gate.check(mismatched)).toEqual({
+      status: 'refused',
+      reason: 'the call hash is not the hash of the call',
+    });
+    expect(await harness.householdStore.callApprovals.listPending()).toEqual([]);
+  });
+
   it("issues a CallApproval over the child's passkey assertion, which verifies against exactly that call", async () => {
     const child = await harness.enrol('child');
     const call = gated({ invoiceId: 'inv-1' });
