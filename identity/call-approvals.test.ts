@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { callHashOf, type GatedCall } from '../proxy/index';
+import { callHashOf, type GatedCall, urlWaitMs } from '../proxy/index';
 import { assertCall } from '../tests/identity/call-approval-support';
 import {
   createIdentityHarness,
@@ -8,7 +8,12 @@ import {
   origin,
   rpId,
 } from '../tests/identity/support';
-import { type CallApprovals, createCallApprovals, maxPendingCallApprovals } from './call-approvals';
+import {
+  type CallApprovals,
+  callApprovalLifetimeMs,
+  createCallApprovals,
+  maxPendingCallApprovals,
+} from './call-approvals';
 import { createPasskeys } from './passkeys';
 
 let harness: IdentityHarness;
@@ -125,6 +130,27 @@ describe('call approvals', () => {
       { name: 'invoiceId', value: 'inv-1' },
       { name: 'reason', value: 'wrong\u202Eorder' },
     ]);
+  });
+
+  it('expires before a v2 SDK client that keeps retrying runs out of rounds, so its last retry is told why', () => {
+    // The client's driver retries an input_required round at most 10 times (the default of
+    // inputRequired.maxRounds), and the server holds each retry of a URL ask for urlWaitMs.
+    const sdkRounds = 10;
+    expect(callApprovalLifetimeMs).toBeLessThan(sdkRounds * urlWaitMs);
+  });
+
+  it('opens no request whose hash is not the hash of the arguments its window would show', async () => {
+    // The passkey signs the stored hash and the window renders the stored arguments: a caller that
+    // hands the gate a hash of other arguments (an argument the window would not show) gets nothing
+    // to approve.
+    const shown = { invoiceId: 'inv-1' };
+    const signed = { invoiceId: 'inv-1', refundTo: 'attacker' };
+    const mismatched = { ...gated(shown), callHash: gated(signed).callHash };
+    expect(await calls.gate.check(mismatched)).toEqual({
+      status: 'refused',
+      reason: 'the call hash is not the hash of the call',
+    });
+    expect(await harness.householdStore.callApprovals.listPending()).toEqual([]);
   });
 
   it("issues a CallApproval over the child's passkey assertion, which verifies against exactly that call", async () => {

@@ -14,8 +14,13 @@ import { verifyCallApproval } from './verify-call-approval';
 import { createCredentialVerifier, householdKeys } from './verify-credential';
 import { verifyAssertionFast } from './verify-passkey-assertion';
 
-/** How long a call waits for its approvals: a person nearby answers in minutes. */
-export const callApprovalLifetimeMs = 10 * 60 * 1000;
+/**
+ * How long a call waits for its approvals: a person nearby answers in minutes. As long as an
+ * invoice lives, and shorter than a patient v2 SDK client's rounds (10 retries of a URL ask, each
+ * waiting `urlWaitMs` at the server: 7.5 minutes), so such a client's retry is told the request
+ * expired instead of giving up first with the SDK's own error.
+ */
+export const callApprovalLifetimeMs = 5 * 60 * 1000;
 /** Most call-approval requests waiting at once: an agent looping over arguments cannot flood the windows. */
 export const maxPendingCallApprovals = 20;
 

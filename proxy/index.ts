@@ -104,7 +104,7 @@ export {
 export { anonymousPrincipal, checkInboundTokens, type InboundToken, readInboundTokens } from './http/inbound-tokens';
 export { type HttpEndpoint, type ServeHttpOptions, serveHttp } from './http/serve-http';
 export { type ConnectInMemoryOptions, connectInMemory } from './meta-tools/connect-in-memory';
-export { createInputRounds, type InputRounds, type InputRoundsOptions } from './meta-tools/input-rounds';
+export { createInputRounds, type InputRounds, type InputRoundsOptions, urlWaitMs } from './meta-tools/input-rounds';
 export { createSearchModeServer } from './meta-tools/search-mode-server';
 export { createStatelessLeg, type StatelessLeg } from './meta-tools/stateless-search-mode-server';
 export { nameSeparator, qualifyName } from './names';

@@ -59,7 +59,9 @@ export function GatedCallCard({
         {call.at === undefined ? null : <SignedText text={call.at} />}.
       </h3>
       <p className="mt-2 text-sm text-slate-700">Requested by the agent:</p>
-      <ul className="mt-1 space-y-1 rounded-lg bg-slate-50 p-2 font-mono text-sm">
+      {/* Every character the passkey signs stays on screen: runs of spaces are kept, not collapsed,
+          and a long value wraps inside the card instead of running past its edge. */}
+      <ul className="mt-1 space-y-1 whitespace-pre-wrap wrap-anywhere rounded-lg bg-slate-50 p-2 font-mono text-sm">
         {call.arguments.map((argument) => (
           <li key={argument.name}>
             <SignedText text={argument.name} />: <SignedText text={argument.value} />

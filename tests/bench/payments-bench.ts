@@ -120,9 +120,29 @@ async function gatedDecision(
   engine: 'rego' | 'cel',
   rememberVerified: boolean,
   folder: string,
+  evidenceStore?: () => Promise<EvidenceStore>,
+): Promise<Latency & { floor?: { signatures: number; bareVerification: Latency } }> {
+  const { decide, floor, signatures } = await gatedDecider(engine, rememberVerified, folder, evidenceStore);
+  // Remembered signatures are not verified again, so only the every-signature decision has this floor.
+  if (rememberVerified) return measure(decide, { iterations: 1_000, warmup: 50 });
+  const { decision, bareSignatures } = await measureInterleaved(
+    { decision: decide, bareSignatures: async () => floor.verifyAll() },
+    { iterations: 1_000, warmup: 50 },
+  );
+  return { ...decision, floor: { signatures, bareVerification: bareSignatures } };
+}
+
+/**
+ * Today's gated decision, ready to measure: one decision made (and its nine signatures counted),
+ * then `decide` makes the same one again, releasing the evidence each time.
+ */
+async function gatedDecider(
+  engine: 'rego' | 'cel',
+  rememberVerified: boolean,
+  folder: string,
   evidenceStore: () => Promise<EvidenceStore> = async () =>
     openSqliteEvidenceStore({ path: join(folder, `${engine}-${rememberVerified}.sqlite`), capacity: 1000 }),
-): Promise<Latency & { floor?: { signatures: number; bareVerification: Latency } }> {
+) {
   const evidence = JSON.parse(
     readFileSync(new URL('../../identity/fixtures/evidence.json', import.meta.url), 'utf8'),
   ) as Evidence;
@@ -192,24 +212,22 @@ async function gatedDecision(
   await decide();
   const signatures = floor.freeze();
   if (signatures !== 9) throw new Error(`the $15 decision verified ${signatures} signatures, not 9`);
-  // Remembered signatures are not verified again, so only the every-signature decision has this floor.
-  if (rememberVerified) return measure(decide, { iterations: 1_000, warmup: 50 });
-  const { decision, bareSignatures } = await measureInterleaved(
-    { decision: decide, bareSignatures: async () => floor.verifyAll() },
-    { iterations: 1_000, warmup: 50 },
-  );
-  return { ...decision, floor: { signatures, bareVerification: bareSignatures } };
+  return { decide, floor, signatures };
 }
 
 /**
- * The gated decision on a $4.00 order that the parent's standing allowance covers (issue 29): the
- * same single-use reserve → fetch-plan lookups → family-spend policy → release as
- * {@link gatedDecision}, with the child's approval and the allowance (the household's signature,
- * the parent's membership, enrollment and passkey assertion over the terms' hash, and the
- * period's spend read from the store) in place of the parent's approval. On a real household
- * (SQLite), every signature verified every time.
+ * The gated decision on a $4.00 order that the parent's standing allowance covers (issue 29), ready
+ * to measure: the same single-use reserve → fetch-plan lookups → family-spend policy → release as
+ * {@link gatedDecider}, with the child's approval and the allowance (the household's signature, the
+ * parent's membership, enrollment and passkey assertion over the terms' hash, and the period's spend
+ * read from the store) in place of the parent's approval. On a real household (SQLite), every
+ * signature verified every time. One decision is made first and its signatures counted: nine, as
+ * with the parent's approval; the same order on the child's solo tier would verify five, so a
+ * decision that stopped reading the allowance cannot be measured in its place. `hold` is the
+ * settlement's spend of that order on the allowance (the chain verified again, then the budget in
+ * one `BEGIN IMMEDIATE` transaction), released each time.
  */
-async function allowanceDecision(engine: 'rego' | 'cel', folder: string): Promise<Latency> {
+async function allowanceDecider(engine: 'rego' | 'cel') {
   const household = await startTestHousehold({ engine });
   try {
     const { runtime } = household;
@@ -238,9 +256,10 @@ async function allowanceDecision(engine: 'rego' | 'cel', folder: string): Promis
     if (!issued.ok) throw new Error(issued.reason);
     const slice = await household.approvedSlice();
     if ('parentApproval' in slice.args) throw new Error('the allowance order carries a parent approval');
+    const floor = signatureFloor(createHostBuiltins({ webauthn: { rpId: env.rpId } }));
     const bundle = await loadBundle({
       directory: new URL('../../policies/family-spend', import.meta.url).pathname,
-      builtins: createHostBuiltins({ webauthn: { rpId: env.rpId } }),
+      builtins: floor.builtins,
       engine,
     });
     const now = () => Date.now();
@@ -258,7 +277,7 @@ async function allowanceDecision(engine: 'rego' | 'cel', folder: string): Promis
         }),
         now,
       }),
-      store: openSqliteEvidenceStore({ path: join(folder, `allowance-${engine}.sqlite`), capacity: 1000 }),
+      store: openSqliteEvidenceStore({ path: join(household.dataDir, `allowance-${engine}.sqlite`), capacity: 1000 }),
       evidenceFields: ['invoice', 'childApproval', 'parentApproval'],
       spend: 'on-success',
       now,
@@ -278,29 +297,52 @@ async function allowanceDecision(engine: 'rego' | 'cel', folder: string): Promis
       await verdict.wrap(async () => ({ status: 'failed', reason: 'bench' }));
     };
     await decide();
-    return await measure(decide, { iterations: 1_000, warmup: 50 });
-  } finally {
+    const signatures = floor.freeze();
+    if (signatures !== 9) throw new Error(`the allowance decision verified ${signatures} signatures, not 9`);
+    const order = {
+      allowanceId: drafted.terms.id,
+      invoiceId: slice.invoiceId,
+      childDid: identity.household.members.child,
+      merchantDid: runtime.merchant?.did ?? '',
+      totalCents: 400,
+    };
+    const hold = async () => {
+      const held = await allowances.hold(order);
+      if (!held.ok) throw new Error(`the allowance did not hold the order: ${held.reason}`);
+      await allowances.release(order.invoiceId);
+    };
+    return { decide, hold, signatures, close: () => household.close() };
+  } catch (error) {
     await household.close();
+    throw error;
   }
 }
 
 /**
  * The gated decision with an allowance instead of the parent's approval, beside today's decision
- * with the parent's approval (rego, every signature), measured one after the other in this run.
+ * with the parent's approval (rego, every signature), measured in alternation in this run so the
+ * machine's load weighs on both alike; with the settlement's hold of the allowance's budget.
  */
 export async function allowanceBench(): Promise<Record<string, unknown>> {
   const folder = await mkdtemp(join(tmpdir(), 'bench-allowance-'));
   const loadBefore = loadavg()[0];
+  const allowance = await allowanceDecider('rego');
   try {
-    const { floor: _floor, ...parentApproval } = await gatedDecision('rego', false, folder);
-    const allowance = await allowanceDecision('rego', folder);
+    const parent = await gatedDecider('rego', false, folder);
+    const measured = await measureInterleaved(
+      { parentApproval: parent.decide, allowance: allowance.decide, allowanceHold: allowance.hold },
+      { iterations: 1_000, warmup: 50 },
+    );
     return {
       loadAverage: { before: loadBefore, after: loadavg()[0] },
-      gatedChargeDecisionWithAllowance: { parentApproval, allowance },
+      gatedChargeDecisionWithAllowance: { parentApproval: measured.parentApproval, allowance: measured.allowance },
+      allowanceHold: measured.allowanceHold,
+      signatures: { parentApproval: parent.signatures, allowance: allowance.signatures },
       notes:
-        "gatedChargeDecisionWithAllowance.parentApproval = today's gated decision (the $15 fixture, child and parent approvals, rego, every signature); .allowance = the same decision on a $4.00 order a standing allowance covers ($5.00 an order, $10.00 a day): the child's approval and the allowance's chain (household signature, the parent's membership, enrollment and passkey assertion over the terms' hash) and its period's spend read from SQLite stand in for the parent's approval. The budget's hold is settlement's, after the decision, and is not in either figure.",
+        "gatedChargeDecisionWithAllowance.parentApproval = today's gated decision (the $15 fixture, child and parent approvals, rego, every signature); .allowance = the same decision on a $4.00 order a standing allowance covers ($5.00 an order, $10.00 a day): the child's approval and the allowance's chain (household signature, the parent's membership, enrollment and passkey assertion over the terms' hash) and its period's spend read from SQLite stand in for the parent's approval. Both verify 9 signatures (the order on the child's solo tier would verify 5); the two are measured in alternation. allowanceHold = settlement's spend of that order after the decision (the allowance verified again, then the budget and the revocation read and the hold written in one BEGIN IMMEDIATE transaction), then its release; in neither decision figure.",
     };
   } finally {
+    await allowance.close();
     await rm(folder, { recursive: true, force: true });
   }
 }

@@ -9,7 +9,9 @@ import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from '.
 // Pizza with the passkey in the parent window; two $4.00 slices then need only the child's passkey
 // (the parent window gets no request, the chat's card says what the allowance leaves), the third
 // that day asks the parent again, and after the parent revokes, the next one asks the parent too.
-// The windows, the chat's card and the audit page call the members by their names.
+// The windows, the chat's card and the audit page call the members by their names. That revoked
+// allowance's budget was spent, so the slice after it needs the parent either way; a second
+// allowance, revoked with its whole budget left, shows the revocation itself at work.
 let app: AppServer;
 const browsers: E2eBrowser[] = [];
 let chat: Page;
@@ -179,5 +181,40 @@ describe('a standing allowance in the windows', () => {
     await approve(child);
     await parent.getByRole('button', { name: 'Approve with passkey' }).waitFor();
     await screenshot(chat, 'allowance-after-revoke');
+  });
+
+  it('a new allowance revoked with its whole budget left covers nothing: the next slice asks the parent', async () => {
+    // The parent declines the slice still waiting for them, which ends the chat's turn.
+    await parent.bringToFront();
+    await parent.getByRole('button', { name: 'Decline' }).click();
+    await parent.getByText('You declined this order. Nothing will be charged.').waitFor();
+    await chat.locator('#chat-input:not([readonly])').waitFor();
+    // Signed again: $10.00 left today, so only a revocation can make a $4.00 slice ask the parent.
+    await parent
+      .getByRole('form', { name: 'New allowance' })
+      .getByRole('button', { name: 'Sign with passkey' })
+      .click();
+    const rows = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' });
+    // Newest first: the new allowance above the revoked one.
+    await rows.nth(1).waitFor();
+    const fresh = rows.first();
+    await fresh.getByText('$10.00 left today').waitFor();
+    await fresh.getByRole('button', { name: 'Revoke' }).click();
+    await fresh.getByRole('alertdialog').getByRole('button', { name: 'Revoke' }).click();
+    await fresh.getByText('Revoked ✓ just now').waitFor();
+    expect(await rows.evaluateAll((items) => items.map((item) => item.getAttribute('data-state')))).toEqual([
+      'revoked',
+      'revoked',
+    ]);
+
+    const card = await orderSlice(4);
+    // The parent's leg waits for the parent; neither the chat's card nor the child's says "covered".
+    await card.getByText('○ waiting').nth(1).waitFor();
+    expect(await card.getByText(/covered by .* allowance/).count()).toBe(0);
+    const asking = child
+      .getByRole('article')
+      .filter({ has: child.getByRole('button', { name: 'Approve with passkey' }) });
+    await asking.getByText('Alex, the parent (waiting)').waitFor();
+    await screenshot(child, 'allowance-revoked-with-budget-left');
   });
 });

@@ -227,7 +227,7 @@ describe('a gated call from a 2026-07-28 client that can open URLs', () => {
     expect(first.resultType).toBe('input_required');
     const windowUrl = first.inputRequests?.['ask-1:child']?.params?.url ?? '';
     const requestId = new URL(windowUrl).searchParams.get('request') ?? '';
-    // Eleven minutes later on the household's clock: the ten-minute request has expired.
+    // Eleven minutes later on the household's clock: the five-minute request has expired.
     writeFileSync(clockFile, String(11 * 60 * 1000));
     const expired = await cancel(args, {
       inputResponses: { 'ask-1:child': { action: 'accept' } },

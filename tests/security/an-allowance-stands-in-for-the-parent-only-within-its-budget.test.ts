@@ -22,8 +22,8 @@ afterEach(async () => {
 
 const day = 24 * 60 * 60;
 
-/** The parent signs $5.00 an order, $10.00 a day at the shop, as the parent window does. */
-async function signAllowance(started: TestHousehold) {
+/** The parent signs $5.00 an order, $10.00 a day at the shop (or `limits`), as the parent window does. */
+async function signAllowance(started: TestHousehold, limits = { perOrderCapCents: 500, budgetCents: 1000 }) {
   const { runtime } = started;
   const allowances = createAllowances({
     household: runtime.identity.household,
@@ -34,8 +34,7 @@ async function signAllowance(started: TestHousehold) {
   const drafted = allowances.draft({
     merchantDid: runtime.merchant?.did ?? '',
     merchantName: 'Main Street Pizza',
-    perOrderCapCents: 500,
-    budgetCents: 1000,
+    ...limits,
     period: 'day',
     timeZone: 'Europe/Paris',
     expiresAt: Math.floor(Date.now() / 1000) + 30 * day,
@@ -168,6 +167,28 @@ describe('a standing allowance', () => {
     expect(await allowances.revoke(allowanceId)).toMatchObject({ ok: true });
     const after = await askForSlice(household);
     expect(after.requiredRoles).toEqual(['child', 'parent']);
+  }, 120_000);
+
+  it("covers an order above the child's own $10.00 limit: a $15 pizza on the child's passkey alone, within $20.00 an order", async () => {
+    const counting = countingMockRail();
+    household = await startTestHousehold({ rail: counting.rail });
+    const { allowances, allowanceId } = await signAllowance(household, { perOrderCapCents: 2000, budgetCents: 3000 });
+    const { invoice, invoiceId } = (await household.invoice([{ sku: 'large-pepperoni', qty: 1 }])) as {
+      invoice: string;
+      invoiceId: string;
+    };
+    const { json } = await household.call('request_approval', { invoice }, 'request approval household');
+    // Without the allowance a $15 order asks the parent too; the allowance stands in for that.
+    expect(json?.requiredRoles).toEqual(['child']);
+    await household.approve(invoice, ['child']);
+    const paid = await household.call(
+      'payments__charge_invoice',
+      { invoiceId, amountCents: 1500, merchantId: household.runtime.merchant?.did, approvalId: json?.approvalId },
+      'pay charge invoice payment',
+    );
+    expect(paid.json, textOf(paid.result)).toMatchObject({ status: 'succeeded', amountCents: 1500 });
+    expect(counting.charges.map((request) => request.invoiceId)).toEqual([invoiceId]);
+    expect((await allowances.list())[0]).toMatchObject({ allowanceId, remainingCents: 1500 });
   }, 120_000);
 
   it('lets exactly two of twenty parallel $4 charges spend a $10.00 day: one rail charge each, the rest refused and never charged', async () => {
