@@ -12,6 +12,7 @@ import { StreamableHTTPClientTransport as V1StreamableHTTPClientTransport } from
 import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Caller, orderTools } from '../support/order-tools';
 import { type AppServer, startAppServer } from './support/app-server';
 import { enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot } from './support/browser';
@@ -67,9 +68,6 @@ function urlInbox(count: number) {
   };
 }
 
-/** Any MCP client's `callTool`, as the steps below use it. */
-type Caller = (name: string, args: Record<string, unknown>) => Promise<CallToolResult>;
-
 /** What a step of the order answered: its JSON, or the refusal text. */
 function jsonOf(result: CallToolResult): Record<string, unknown> {
   const text = result.content[0]?.type === 'text' ? result.content[0].text : '';
@@ -79,40 +77,6 @@ function jsonOf(result: CallToolResult): Record<string, unknown> {
 
 function textOf(result: CallToolResult): string {
   return result.content[0]?.type === 'text' ? result.content[0].text : '';
-}
-
-/** Finds the three tools of the order (a 2026 client keeps the handle), then calls through `call_tool`. */
-async function orderTools(callTool: Caller) {
-  let handle: string | undefined;
-  for (const query of ['pizza invoice order', 'household approval for an invoice', 'charge invoice payment']) {
-    const found = await callTool('search_tools', { query, top_k: 10, ...(handle !== undefined && { handle }) });
-    handle = (found.structuredContent as { handle?: string } | undefined)?.handle ?? handle;
-  }
-  const call = (tool: string, args: Record<string, unknown>) =>
-    callTool('call_tool', { tool_name: tool, arguments: args, ...(handle !== undefined && { handle }) });
-  return {
-    handle,
-    call,
-    /** A signed invoice for `sku` to 12 Main St, with what paying it needs. */
-    async invoice(sku: string) {
-      const issued = jsonOf(
-        await call('pizza__request_invoice', { items: [{ sku, qty: 1 }], deliverTo: '12 Main St' }),
-      );
-      const invoice = String(issued.invoice);
-      const payload = JSON.parse(Buffer.from(invoice.split('.')[1] ?? '', 'base64url').toString('utf8'));
-      const subject = payload.vc.credentialSubject as { merchantId: string; totalCents: number };
-      return { invoice, invoiceId: String(issued.invoiceId), ...subject };
-    },
-    /** Pays an approved request by reference: the receipt, or the refusal. */
-    pay(invoice: { invoiceId: string; totalCents: number; merchantId: string }, approvalId: string) {
-      return call('payments__charge_invoice', {
-        invoiceId: invoice.invoiceId,
-        amountCents: invoice.totalCents,
-        merchantId: invoice.merchantId,
-        approvalId,
-      });
-    },
-  };
 }
 
 /** A v2 client pinned to 2026-07-28 declaring URL elicitation (or, `urls: false`, forms only); its handler opens nothing, it records. */

@@ -7,6 +7,7 @@ import {
 import pg from 'pg';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { orderTools } from '../support/order-tools';
 import { createTestDatabase } from '../support/postgres';
 import { type AppServer, startAppServer } from './support/app-server';
 import { approve, enrol } from './support/approval-windows';
@@ -91,20 +92,10 @@ async function orderClientOn(instance: 'a' | 'b', asked: (url: string) => void =
       requestInit: { headers: { authorization: `Bearer ${token}`, cookie: `instance=${instance}` } },
     }),
   );
-  let handle: string | undefined;
-  for (const query of ['pizza invoice order', 'household approval for an invoice', 'charge invoice payment']) {
-    const found = await client.callTool({
-      name: 'search_tools',
-      arguments: { query, top_k: 10, ...(handle !== undefined && { handle }) },
-    });
-    handle = (found.structuredContent as { handle?: string } | undefined)?.handle ?? handle;
-  }
-  const call = async (tool: string, args: Record<string, unknown>) =>
-    (await client.callTool({
-      name: 'call_tool',
-      arguments: { tool_name: tool, arguments: args, ...(handle !== undefined && { handle }) },
-    })) as CallToolResult;
-  return { client, call };
+  const tools = await orderTools(
+    async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
+  );
+  return { client, ...tools };
 }
 
 const textOf = (result: CallToolResult) => (result.content[0]?.type === 'text' ? result.content[0].text : '');
@@ -188,17 +179,8 @@ describe('two app instances on one PostgreSQL database behind one origin, in Chr
     const onA = await orderClientOn('a', (url) => asked.push(url));
     const onB = await orderClientOn('b');
     try {
-      const issued = JSON.parse(
-        textOf(
-          await onA.call('pizza__request_invoice', {
-            items: [{ sku: 'large-pepperoni', qty: 1 }],
-            deliverTo: '12 Main St',
-          }),
-        ),
-      ) as { invoice: string; invoiceId: string };
-      const payload = JSON.parse(Buffer.from(issued.invoice.split('.')[1] ?? '', 'base64url').toString('utf8'));
-      const { merchantId, totalCents } = payload.vc.credentialSubject as { merchantId: string; totalCents: number };
-      expect(totalCents).toBe(1500);
+      const issued = await onA.invoice('large-pepperoni');
+      expect(issued.totalCents).toBe(1500);
       // The client is sent both approval windows; the parent approves on A, the child on B.
       const approval = onA.call('request_approval', { invoice: issued.invoice });
       await expect.poll(() => asked.length, { timeout: 30_000 }).toBe(2);
@@ -212,9 +194,8 @@ describe('two app instances on one PostgreSQL database behind one origin, in Chr
       }
       expect(JSON.parse(textOf(await approval))).toMatchObject({ status: 'approved', approvalId: requestId });
 
-      const args = { invoiceId: issued.invoiceId, amountCents: totalCents, merchantId, approvalId: requestId };
       const results = await Promise.all(
-        Array.from({ length: 50 }, (_, index) => (index % 2 === 0 ? onA : onB).call('payments__charge_invoice', args)),
+        Array.from({ length: 50 }, (_, index) => (index % 2 === 0 ? onA : onB).pay(issued, requestId)),
       );
       const receipts = new Set<string>();
       const refusals = new Set<string>();

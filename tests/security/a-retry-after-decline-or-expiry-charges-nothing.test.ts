@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { serveHttp } from '../../proxy/http/serve-http';
 import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
 import { textOf } from '../proxy/helpers';
+import { orderTools } from '../support/order-tools';
 
 const token = 'retry-charges-nothing-token-0123456789';
 const clockFolder = mkdtempSync(join(tmpdir(), 'retry-clock-'));
@@ -64,14 +65,9 @@ async function orderingClient() {
     new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
   );
   clients.push(client);
-  let handle: string | undefined;
-  for (const query of ['pizza invoice order', 'household approval for an invoice', 'charge invoice payment']) {
-    const found = await client.callTool({
-      name: 'search_tools',
-      arguments: { query, top_k: 10, ...(handle !== undefined && { handle }) },
-    });
-    handle = (found.structuredContent as { handle?: string } | undefined)?.handle ?? handle;
-  }
+  const { handle } = await orderTools(
+    async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
+  );
   const call = (tool: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
     client.callTool(
       {
