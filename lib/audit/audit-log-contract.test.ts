@@ -285,6 +285,19 @@ describe.each(Object.entries(implementations))('the %s audit log', (name, kind) 
       expect(await verify(reader)).toMatchObject({ ok: false, rowId: 5 });
     });
 
+    it('links the next row to the head as stored, even when the database changed it after this handle wrote it', async () => {
+      // A handle may hash its next rows on the head it remembers; the table links them to the one it holds.
+      const location = await kind.location();
+      const writer = await kind.open(location);
+      await writer.append(event());
+      await writer.append(event());
+      const edited = 'e'.repeat(64);
+      await kind.sql(location, `UPDATE audit_log SET hash = '${edited}' WHERE id = 2`, true);
+      const next = await writer.append(event());
+      expect(next).toMatchObject({ id: 3, prevHash: edited });
+      expect((await writer.rows(2, 1))[0]).toMatchObject({ id: 3, prevHash: edited, hash: next.hash });
+    });
+
     it(`delivers to a subscriber on one handle every row the other appends, in order, once (${name})`, async () => {
       const location = await kind.location();
       const writer = await kind.open(location);
@@ -295,6 +308,25 @@ describe.each(Object.entries(implementations))('the %s audit log', (name, kind) 
       await Promise.all(range(1, 19).map(() => writer.append(event())));
       await seen.complete;
       expect(seen.ids).toEqual(range(1, 40));
+    });
+
+    it(`delivers every row once, in order, to a subscriber on each of two handles appending at once (${name})`, async () => {
+      // Each handle hashes a batch on the head it last knew, and the other's appends move it: a
+      // batch is hashed again on the head the table returns. A handle's own notifications up to
+      // the batch it is appending are left to that batch's end, never another handle's beyond it.
+      const location = await kind.location();
+      const both = [await kind.open(location), await kind.open(location)] as const;
+      const seen = both.map((audit) => collect(audit, 120, 0));
+      for (const round of range(1, 3)) {
+        await Promise.all(
+          range(1, 40).map((index) =>
+            (index % 2 === 0 ? both[0] : both[1]).append(event({ message: `round ${round} append ${index}` })),
+          ),
+        );
+      }
+      await Promise.all(seen.map((subscription) => subscription.complete));
+      for (const subscription of seen) expect(subscription.ids).toEqual(range(1, 120));
+      expect(await verify(both[0])).toMatchObject({ ok: true, rows: 120 });
     });
   });
 });
@@ -339,6 +371,54 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL audit log listener', () => {
     await next('listening');
     await seen.complete;
     expect(seen.ids).toEqual(range(1, 120));
+  });
+
+  it("reads the rows another handle committed while this handle's own append was still answering", async () => {
+    // A notification up to the batch a handle is appending is left to that batch's end; one
+    // beyond it (another handle's later rows) must still be read, or the subscriber waits for them
+    // until the next notification.
+    const url = await createTestDatabase();
+    const pool = await openPostgresPool({ url, migrations: { audit: postgresAuditMigrations }, what: 'audit log' });
+    closers.push(() => pool.end());
+    let answered: () => void = () => undefined;
+    const committed = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The pool of handle A, whose first append's answer (committed at the server) waits for the test.
+    let held = false;
+    const slow = Object.create(pool) as pg.Pool;
+    slow.query = (async (...args: Parameters<pg.Pool['query']>) => {
+      const result = await (pool.query as (...given: unknown[]) => Promise<unknown>)(...args);
+      if (!held && String(args[0]).includes('audit_log_append')) {
+        held = true;
+        answered();
+        await released;
+      }
+      return result;
+    }) as pg.Pool['query'];
+    let listening: () => void = () => undefined;
+    const listens = new Promise<void>((resolve) => {
+      listening = resolve;
+    });
+    const a = createPostgresAuditLog(slow, {
+      onListener: (state) => {
+        if (state === 'listening') listening();
+      },
+    });
+    const b = await (implementations.postgres as (typeof implementations)['sqlite']).open(url);
+    const seen = collect(a, 2, 0);
+    await listens;
+    const first = a.append(event({ message: 'through A' }));
+    await committed;
+    await b.append(event({ message: 'through B, while A is answered' }));
+    await seen.complete;
+    release();
+    expect((await first).id).toBe(1);
+    expect(seen.ids).toEqual([1, 2]);
   });
 });
 

@@ -1,6 +1,5 @@
 import type pg from 'pg';
 import type { Migration } from '../store/apply-migrations';
-import { inTransaction } from '../store/apply-postgres-migrations';
 import { openPostgresPool } from '../store/open-postgres-pool';
 import { type DiscoveryLimits, type DiscoveryStore, defaultDiscoveryLimits } from './discovery-store';
 
@@ -29,13 +28,52 @@ export const postgresDiscoveryStoreMigrations: readonly Migration[] = [
     );
     CREATE INDEX discovery_names_by_seq ON discovery_names (scope, seq);`,
   },
+  {
+    // A search's writes in one statement (its own transaction), in the order the transaction of
+    // version 1's code ran them: one round trip instead of seven. VOLATILE, so each step reads
+    // with a snapshot of its own, as each statement of that transaction did.
+    version: 2,
+    sql: `CREATE FUNCTION discovery_remember(
+        given_scope TEXT,
+        given_names TEXT[],
+        at_ms BIGINT,
+        ttl_ms BIGINT,
+        max_names BIGINT,
+        max_scopes BIGINT
+      ) RETURNS VOID LANGUAGE plpgsql VOLATILE AS $$
+    DECLARE
+      keeps_house BOOLEAN;
+      created BOOLEAN;
+    BEGIN
+      -- One search at a time purges and evicts ("emcp-dhk", written out: a shipped migration
+      -- never changes); the others skip it rather than wait.
+      keeps_house := pg_try_advisory_xact_lock(7308607103741225067);
+      -- Expired scopes go first, with their names (the cascade), so an expired scope found again
+      -- starts empty: a later search never brings its old names back.
+      IF keeps_house THEN
+        DELETE FROM discovery_scopes WHERE expires_at <= at_ms;
+      ELSE
+        DELETE FROM discovery_scopes WHERE scope = given_scope AND expires_at <= at_ms;
+      END IF;
+      INSERT INTO discovery_scopes (scope, expires_at, searched_at) VALUES (given_scope, at_ms + ttl_ms, at_ms)
+        ON CONFLICT (scope) DO UPDATE SET expires_at = excluded.expires_at, searched_at = excluded.searched_at
+        RETURNING (xmax = 0) INTO created;
+      -- Re-adding a name takes a new seq, so it becomes the scope's newest.
+      INSERT INTO discovery_names (scope, name)
+        SELECT given_scope, given.name FROM unnest(given_names) WITH ORDINALITY AS given (name, position)
+          ORDER BY given.position
+        ON CONFLICT (scope, name) DO UPDATE SET seq = nextval('discovery_names_seq');
+      DELETE FROM discovery_names WHERE scope = given_scope AND seq IN (
+        SELECT kept.seq FROM discovery_names kept WHERE kept.scope = given_scope ORDER BY kept.seq DESC OFFSET max_names);
+      IF keeps_house AND created THEN
+        DELETE FROM discovery_scopes WHERE scope IN (
+          SELECT searched.scope FROM discovery_scopes searched
+            ORDER BY searched.searched_at DESC, searched.scope OFFSET max_scopes);
+      END IF;
+    END
+    $$;`,
+  },
 ];
-
-/**
- * The key of the transaction-level advisory lock that one search at a time takes, without
- * waiting, to purge expired scopes and evict the least recently searched: "emcp-dhk".
- */
-const housekeepingLockKey = '7308607103741225067';
 
 /** Scopes kept by default: a database, like a file, holds more than memory. */
 const defaultPostgresScopes = 100_000;
@@ -62,7 +100,7 @@ export async function openPostgresDiscoveryStore(options: PostgresDiscoveryStore
 
 /**
  * The discovery store on a pool whose owner has applied {@link postgresDiscoveryStoreMigrations}.
- * A search's writes are one transaction. Its upsert locks the scope's row, so searches of one
+ * A search's writes are one statement, `discovery_remember`, and so one transaction. Its upsert locks the scope's row, so searches of one
  * scope through any number of instances take turns and its names stay within the bound. Purging
  * expired scopes and evicting the least recently searched beyond the bound is done by one search
  * at a time (`pg_try_advisory_xact_lock`): the others skip it rather than wait, so two searches
@@ -79,47 +117,14 @@ export function createPostgresDiscoveryStore(pool: pg.Pool, limits: DiscoveryLim
       const at = now();
       // A name given twice counts where it was given last, as in memory.
       const ordered = [...new Set([...names].reverse())].reverse();
-      const client = await pool.connect();
-      try {
-        await inTransaction(client, async () => {
-          const housekeeper = await client.query<{ locked: boolean }>(
-            'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked',
-            [housekeepingLockKey],
-          );
-          const keepsHouse = housekeeper.rows[0]?.locked === true;
-          // Expired scopes go first, with their names (the cascade), so an expired scope found
-          // again starts empty: a later search never brings its old names back.
-          if (keepsHouse) await client.query('DELETE FROM discovery_scopes WHERE expires_at <= $1', [at]);
-          else await client.query('DELETE FROM discovery_scopes WHERE scope = $1 AND expires_at <= $2', [scope, at]);
-          const upserted = await client.query<{ created: boolean }>(
-            `INSERT INTO discovery_scopes (scope, expires_at, searched_at) VALUES ($1, $2, $3)
-             ON CONFLICT (scope) DO UPDATE SET expires_at = excluded.expires_at, searched_at = excluded.searched_at
-             RETURNING (xmax = 0) AS created`,
-            [scope, at + ttlMs, at],
-          );
-          // Re-adding a name takes a new seq, so it becomes the scope's newest.
-          await client.query(
-            `INSERT INTO discovery_names (scope, name)
-             SELECT $1, name FROM unnest($2::text[]) WITH ORDINALITY AS given (name, position) ORDER BY position
-             ON CONFLICT (scope, name) DO UPDATE SET seq = nextval('discovery_names_seq')`,
-            [scope, ordered],
-          );
-          await client.query(
-            `DELETE FROM discovery_names WHERE scope = $1 AND seq IN (
-               SELECT seq FROM discovery_names WHERE scope = $1 ORDER BY seq DESC OFFSET $2)`,
-            [scope, maxNames],
-          );
-          if (keepsHouse && upserted.rows[0]?.created === true) {
-            await client.query(
-              `DELETE FROM discovery_scopes WHERE scope IN (
-                 SELECT scope FROM discovery_scopes ORDER BY searched_at DESC, scope OFFSET $1)`,
-              [maxScopes],
-            );
-          }
-        });
-      } finally {
-        client.release();
-      }
+      await pool.query('SELECT discovery_remember($1, $2::text[], $3, $4, $5, $6)', [
+        scope,
+        ordered,
+        at,
+        ttlMs,
+        maxNames,
+        maxScopes,
+      ]);
     },
     async has(scope, name) {
       const found = await pool.query(

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
 /** Latency summary in microseconds. */
 export interface Latency {
   readonly samples: number;
@@ -55,4 +57,59 @@ export async function measureInterleaved<Name extends string>(
     Name,
     Latency
   >;
+}
+
+/** The fields of a process's `/proc/PID/stat` from its state (field 3) on. */
+export function statFields(pid: number | string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** Every process's parent, from `/proc` (field 4 of stat(5)); processes that end while it is read are left out. */
+function parents(): Map<number, number> {
+  const parentOf = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      parentOf.set(Number(entry), Number(statFields(entry)[1]));
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return parentOf;
+}
+
+/** CPU seconds of a PostgreSQL cluster: the postmaster with its reaped children, and every live backend. */
+export function clusterCpuSeconds(postmasterPid: number): number {
+  const own = statFields(postmasterPid);
+  // utime, stime, cutime, cstime are fields 14 to 17 of stat(5); the list starts at field 3.
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const [pid, parent] of parents()) {
+    if (parent !== postmasterPid) continue;
+    try {
+      const fields = statFields(pid);
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The backend ended while the list was read.
+    }
+  }
+  return ticks / 100;
+}
+
+/** CPU seconds of every live process below `pid` (children, their children, …), in clock ticks of 1/100 s. */
+export function descendantsCpuSeconds(pid: number): number {
+  const parentOf = parents();
+  let ticks = 0;
+  for (const [child] of parentOf) {
+    let at = parentOf.get(child);
+    while (at !== undefined && at !== pid && at > 1) at = parentOf.get(at);
+    if (at !== pid) continue;
+    try {
+      const fields = statFields(child);
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return ticks / 100;
 }

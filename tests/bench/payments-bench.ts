@@ -26,7 +26,15 @@ import { assertCall } from '../identity/call-approval-support';
 import { type Member, startTestHousehold, type TestHousehold } from '../payments/household';
 import { type HttpShop, startHttpShop } from '../security/fixtures/http-shop';
 import { startThrowawayPostgres } from '../support/throwaway-postgres';
-import { type Latency, measure, measureInterleaved, summarise } from './measure';
+import {
+  clusterCpuSeconds,
+  descendantsCpuSeconds,
+  type Latency,
+  measure,
+  measureInterleaved,
+  statFields,
+  summarise,
+} from './measure';
 
 interface Evidence {
   generatedAt: string;
@@ -347,6 +355,19 @@ export async function allowanceBench(): Promise<Record<string, unknown>> {
   }
 }
 
+/** What {@link timedOrders} reports: the order's server time, each step's, and the CPU time each process spent. */
+export type TimedOrders = Latency & {
+  stepsP50Us: Record<string, number>;
+  stepsP99Us: Record<string, number>;
+  /** This process's CPU time over each step (both instances when there are two), p50. */
+  stepsCpuP50Us: Record<string, number>;
+  /**
+   * CPU time per measured order: this process (the household instances, the bench's own client),
+   * the processes it started (the shop), and the PostgreSQL cluster (every backend) when there is one.
+   */
+  cpuMsPerOrder: { household: number; children: number; postgres?: number };
+};
+
 /**
  * `orders` $15 orders after one warm-up, each step served by the next of `instances` in turn (one
  * instance, or two on one database): the server time of each order, summed over its steps.
@@ -354,25 +375,46 @@ export async function allowanceBench(): Promise<Record<string, unknown>> {
 async function timedOrders(
   instances: readonly TestHousehold[],
   orders: number,
-): Promise<Latency & { stepsP50Us: Record<string, number> }> {
+  options: { readonly around?: MeasuredPhase; readonly postmasterPid?: number } = {},
+): Promise<TimedOrders> {
+  const around = options.around ?? {};
+  const { postmasterPid } = options;
   const durations: bigint[] = [];
   /** Each step's durations over the measured orders: where an order's server time goes. */
   const steps = new Map<string, bigint[]>();
+  const stepsCpu = new Map<string, bigint[]>();
+  const cpuNow = () => ({
+    household: process.cpuUsage(),
+    children: descendantsCpuSeconds(process.pid),
+    postgres: postmasterPid === undefined ? undefined : clusterCpuSeconds(postmasterPid),
+  });
+  let cpuAtStart: ReturnType<typeof cpuNow> | undefined;
   let step = 0;
   let measured = false;
   // The next step's instance, and the time it took, added to the order's and to the step's.
   const timed = async <T>(name: string, work: (household: TestHousehold) => Promise<T>, spent: { ns: bigint }) => {
     const household = instances[step++ % instances.length] as TestHousehold;
+    const cpu = process.cpuUsage();
     const start = process.hrtime.bigint();
     const value = await work(household);
-    const took = process.hrtime.bigint() - start;
+    const end = process.hrtime.bigint();
+    const took = end - start;
     spent.ns += took;
-    if (measured) steps.set(name, [...(steps.get(name) ?? []), took]);
+    if (measured) {
+      steps.set(name, [...(steps.get(name) ?? []), took]);
+      const used = process.cpuUsage(cpu);
+      stepsCpu.set(name, [...(stepsCpu.get(name) ?? []), BigInt(used.user + used.system) * 1000n]);
+      around.step?.(name, { startNs: start, endNs: end, cpuUs: used.user + used.system, systemUs: used.system });
+    }
     return value;
   };
   for (let index = 0; index <= orders; index++) {
     // The first order warms every path up; it is not counted.
     measured = index > 0;
+    if (index === 1) {
+      await around.start?.();
+      cpuAtStart = cpuNow();
+    }
     const spent = { ns: 0n };
     const invoiceJson = await timed('invoice', (at) => at.invoice([{ sku: 'large-pepperoni', qty: 1 }]), spent);
     const { invoice, invoiceId } = invoiceJson as { invoice: string; invoiceId: string };
@@ -425,17 +467,46 @@ async function timedOrders(
       throw new Error(
         `the benchmark order did not complete: ${JSON.stringify([charged.json ?? charged.result, fulfilled.json ?? fulfilled.result, recorded.result])}`,
       );
-    if (measured) durations.push(spent.ns);
+    if (measured) {
+      durations.push(spent.ns);
+      around.order?.(spent.ns);
+    }
   }
-  const stepsP50Us = Object.fromEntries([...steps].map(([name, taken]) => [name, summarise(taken).p50Us]));
-  return { ...summarise(durations), stepsP50Us };
+  const cpuAtEnd = cpuNow();
+  await around.stop?.();
+  const perOrder = (seconds: number) => Math.round((seconds * 1000 * 10) / orders) / 10;
+  const used = process.cpuUsage(cpuAtStart?.household);
+  const cpuMsPerOrder = {
+    household: perOrder((used.user + used.system) / 1e6),
+    children: perOrder(cpuAtEnd.children - (cpuAtStart?.children ?? 0)),
+    ...(cpuAtEnd.postgres === undefined ? {} : { postgres: perOrder(cpuAtEnd.postgres - (cpuAtStart?.postgres ?? 0)) }),
+  };
+  const per = (map: Map<string, bigint[]>, at: 'p50Us' | 'p99Us') =>
+    Object.fromEntries([...map].map(([name, taken]) => [name, summarise(taken)[at]]));
+  return {
+    ...summarise(durations),
+    stepsP50Us: per(steps, 'p50Us'),
+    stepsP99Us: per(steps, 'p99Us'),
+    stepsCpuP50Us: per(stepsCpu, 'p50Us'),
+    cpuMsPerOrder,
+  };
+}
+
+/** Runs around the measured orders only (after the warm-up order): a profiler's start and stop. */
+export interface MeasuredPhase {
+  readonly start?: () => Promise<void>;
+  readonly stop?: () => Promise<void>;
+  /** Each measured step as it is taken (its monotonic start and end, this process's CPU time over it). */
+  readonly step?: (name: string, taken: { startNs: bigint; endNs: bigint; cpuUs: number; systemUs: number }) => void;
+  /** Each measured order's server time. */
+  readonly order?: (nanoseconds: bigint) => void;
 }
 
 /** The whole order on the embedded household: SQLite, the shop as a stdio child. */
-async function wholeOrder(orders: number): ReturnType<typeof timedOrders> {
+export async function wholeOrder(orders: number, around: MeasuredPhase = {}): Promise<TimedOrders> {
   const household = await startTestHousehold({ engine: 'rego' });
   try {
-    return await timedOrders([household], orders);
+    return await timedOrders([household], orders, { around });
   } finally {
     await household.close();
   }
@@ -447,7 +518,11 @@ async function wholeOrder(orders: number): ReturnType<typeof timedOrders> {
  * HTTP (a stdio shop would be each instance's own), which ships on the settlement DID the first
  * instance publishes, as in the compose deployment.
  */
-async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): ReturnType<typeof timedOrders> {
+export async function wholeOrderOnTwoInstances(
+  orders: number,
+  databaseUrl: string,
+  around: MeasuredPhase = {},
+): Promise<TimedOrders> {
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-two-instances-'));
   const settlementDidFile = join(dataDir, 'settlement-did');
   const port = await freePort();
@@ -472,7 +547,7 @@ async function wholeOrderOnTwoInstances(orders: number, databaseUrl: string): Re
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     started.push(await startTestHousehold({ engine: 'rego', dataDir, env, enrol: false }));
-    return await timedOrders(started, orders);
+    return await timedOrders(started, orders, { around, postmasterPid: await postmasterPidOf(databaseUrl) });
   } finally {
     for (const household of started) await household.close();
     await (shop ?? (await shopStarting.catch(() => undefined)))?.stop();
@@ -502,8 +577,45 @@ async function gatedDecisionOnPostgres(folder: string, sqlite: Latency, database
   }
 }
 
+/**
+ * The floor under every statement on this machine, measured on the cluster the orders ran on: a
+ * bare round trip through a pool (`SELECT 1`), and a one-row insert in its own transaction (the
+ * round trip and the durable commit), 500 of each after 50 unmeasured.
+ */
+export async function postgresRoundTrips(url: string): Promise<{ select1: Latency; durableInsert: Latency }> {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    await pool.query(
+      'CREATE TABLE IF NOT EXISTS bench_round_trips (id BIGINT GENERATED ALWAYS AS IDENTITY, at BIGINT)',
+    );
+    const select1 = await measure(() => pool.query('SELECT 1'), { iterations: 500, warmup: 50 });
+    const durableInsert = await measure(
+      () => pool.query('INSERT INTO bench_round_trips (at) VALUES ($1)', [Date.now()]),
+      {
+        iterations: 500,
+        warmup: 50,
+      },
+    );
+    return { select1, durableInsert };
+  } finally {
+    await pool.end();
+  }
+}
+
+/** The process id of the postmaster serving `url`: every backend is its child (field 4 of the backend's stat). */
+async function postmasterPidOf(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const backend = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+    return Number(statFields(backend)[1]);
+  } finally {
+    await client.end();
+  }
+}
+
 /** A new database `name` on the throwaway cluster at `adminUrl`: its URL. */
-async function createDatabase(adminUrl: string, name: string): Promise<string> {
+export async function createDatabase(adminUrl: string, name: string): Promise<string> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
@@ -538,13 +650,16 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
     const onPostgres = await gatedDecisionOnPostgres(folder, onSqlite, await createDatabase(cluster.url, 'evidence'));
     // One warm-up and nine measured: ten invoices, the most one chat may ask for in a minute (issue 26).
     const order = await wholeOrder(9);
-    const orderOnTwo = await wholeOrderOnTwoInstances(9, await createDatabase(cluster.url, 'household'));
+    const householdUrl = await createDatabase(cluster.url, 'household');
+    const orderOnTwo = await wholeOrderOnTwoInstances(9, householdUrl);
+    const roundTrips = await postgresRoundTrips(householdUrl);
     return {
       loadAverage: { before: loadBefore, after: loadavg()[0] },
       gatedChargeDecision: gated,
       gatedChargeDecisionByStore: onPostgres,
       wholeOrderServerTime: order,
       wholeOrderServerTimeOnTwoInstances: orderOnTwo,
+      postgresRoundTrips: roundTrips,
       targets: {
         "gated decision on PostgreSQL p99 <= 2x SQLite's (every signature, rego, run side by side)": {
           value: onPostgres.postgres.p99Us,
@@ -574,7 +689,7 @@ export async function paymentsBench(): Promise<Record<string, unknown>> {
         },
       },
       notes:
-        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. gatedChargeDecisionByStore = the rego every-signature decision with the single-use store on a SQLite file and on PostgreSQL (a throwaway cluster on this machine, defaults, unix socket; reserve and release are round trips there). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 9 orders after one warm-up (ten invoices a minute is the per-chat limit). wholeOrderServerTimeOnTwoInstances = the same order over two household instances on one PostgreSQL database (one data folder for the sealing key, one shop over HTTP), each step served by the other instance than the step before. stepsP50Us = the p50 of each step alone over the measured orders, where the time of an order goes.',
+        'gatedChargeDecision = single-use reserve on SQLite + fetch-plan lookups + family-spend policy with all nine signatures of the $15 fixture + release; everySignature verifies each one every time, rememberedSignatures lets the host remember valid EdDSA signatures (passkey assertions are always verified). floor.bareVerification = the same nine signatures verified with bare node:crypto (keys imported beforehand, nothing else), measured in alternation with the decision: the cost of the cryptography alone on this machine, under which no policy code can go. gatedChargeDecisionByStore = the rego every-signature decision with the single-use store on a SQLite file and on PostgreSQL (a throwaway cluster on this machine, defaults, unix socket; reserve and release are round trips there). wholeOrderServerTime = one $15 order through the composed household (shop over stdio, mock rail): search + invoice + request_approval + two passkey ceremonies (server side only) + await_approval + charge by reference + fulfil + record_fulfillment, summed per order, 9 orders after one warm-up (ten invoices a minute is the per-chat limit). wholeOrderServerTimeOnTwoInstances = the same order over two household instances on one PostgreSQL database (one data folder for the sealing key, one shop over HTTP), each step served by the other instance than the step before. stepsP50Us, stepsP99Us = each step alone over the measured orders, where the time of an order goes; stepsCpuP50Us = the CPU time of this process over each step (user + system, every thread: both instances, and the bench client, run in it); cpuMsPerOrder = CPU time per measured order of this process (household), of the processes it started (children: the shop, over stdio or HTTP) and of every PostgreSQL backend of the cluster (postgres), from /proc in ticks of 10 ms. postgresRoundTrips = on the same cluster after the orders, a bare round trip through a pool (SELECT 1) and a one-row insert in its own transaction (its durable commit): the floor under each statement. One warm-up order, so the measured ones still include some JIT compilation. tests/bench/profile-order.ts runs only the two order lines, with the statements each step sends and a CPU profile.',
     };
   } finally {
     cluster.stop();

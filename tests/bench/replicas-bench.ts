@@ -1,4 +1,3 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { createServer, request as forward, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +6,7 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/client';
 import pg from 'pg';
 import { startThrowawayPostgres } from '../support/throwaway-postgres';
-import type { Latency } from './measure';
+import { clusterCpuSeconds, type Latency, statFields } from './measure';
 import { clientsOf, cpuSeconds, load, searchedCall, startDownstream, startProxy, stop } from './transport-bench';
 
 /**
@@ -40,29 +39,6 @@ async function roundRobin(): Promise<{ url: string; backends: URL[]; server: Ser
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}/mcp`, backends, server };
-}
-
-/** The fields of a process's `/proc/PID/stat` from its state (field 3) on. */
-function statFields(pid: number | string): string[] {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
-/** CPU seconds of a PostgreSQL cluster: the postmaster with its reaped children, and every live backend. */
-function clusterCpuSeconds(postmasterPid: number): number {
-  const own = statFields(postmasterPid);
-  // utime, stime, cutime, cstime are fields 14 to 17 of stat(5); the list starts at field 3.
-  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const fields = statFields(entry);
-      if (Number(fields[1]) === postmasterPid) ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // The process ended while the list was read.
-    }
-  }
-  return ticks / 100;
 }
 
 const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type DiscoveryLimits,
@@ -256,5 +257,29 @@ describe.each(Object.entries(shared))('the %s discovery store shared by two inst
     const second = await kind.open(location);
     opened.push(second);
     expect(await second.has('scope', 'tool')).toBe(true);
+  });
+});
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL discovery store while another search keeps house', () => {
+  it('starts an expired scope found again empty, though this search may not purge the others', async () => {
+    const url = await createTestDatabase();
+    const clock = manualClock();
+    const store = await openPostgresDiscoveryStore({ url, ttlMs: 1_000, now: clock.now });
+    opened.push(store);
+    await store.remember('scope', ['old']);
+    // Another session holds the housekeeping lock ("emcp-dhk") for as long as this test searches.
+    const housekeeper = new pg.Client({ connectionString: url });
+    await housekeeper.connect();
+    try {
+      await housekeeper.query('BEGIN');
+      await housekeeper.query('SELECT pg_advisory_xact_lock(7308607103741225067)');
+      clock.advance(1_000);
+      await store.remember('scope', ['new']);
+      expect(await store.has('scope', 'old')).toBe(false);
+      expect(await store.has('scope', 'new')).toBe(true);
+    } finally {
+      await housekeeper.query('ROLLBACK');
+      await housekeeper.end();
+    }
   });
 });

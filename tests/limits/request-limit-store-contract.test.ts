@@ -214,3 +214,69 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL approval slots table', () =>
     }
   });
 });
+
+describe.skipIf(!postgresAvailable)('the PostgreSQL limits while another instance has not committed', () => {
+  /** Commits `other`'s open transaction once `pending` waits on a lock of kind `event`, or has already answered. */
+  const commitOnceWaiting = async (other: pg.Client, pending: Promise<unknown>, event: string) => {
+    let settled = false;
+    const settle = () => {
+      settled = true;
+    };
+    void pending.then(settle, settle);
+    const waiting = `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = '${event}'`;
+    while (!settled && (await other.query(waiting)).rowCount === 0);
+    await other.query('COMMIT');
+  };
+
+  it("counts a slot another instance has not committed yet: the household's row makes the next reservation wait for it", async () => {
+    const opener = implementations.postgres as (typeof implementations)['sqlite'];
+    const url = await opener.location();
+    const store = await opener.open(url);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      const first = await other.query<{ ok: boolean }>(
+        'SELECT ok FROM limits_reserve_approval($1, $2, $3, $4, $5, $6)',
+        ['slot-other', 'alice', t0, 60_000, 1, 20],
+      );
+      expect(first.rows[0]?.ok).toBe(true);
+      const second = store.limits.reserveApproval({
+        requester: 'alice',
+        now: t0,
+        perRequester: 1,
+        perHousehold: 20,
+        holdMs: 60_000,
+      });
+      await commitOnceWaiting(other, second, 'transactionid');
+      expect(await second).toMatchObject({ ok: false, scope: 'requester', pending: 1 });
+    } finally {
+      await other.end();
+    }
+  });
+
+  it("counts a take another instance has not committed yet: the key's lock makes the next take wait for it", async () => {
+    // A take is one statement, so two racing takes overlap only for a moment; here the first is
+    // held open in a transaction of its own, and the store's take must wait for it and count it.
+    const opener = implementations.postgres as (typeof implementations)['sqlite'];
+    const url = await opener.location();
+    const store = await opener.open(url);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      const first = await other.query<{ ok: boolean }>('SELECT ok FROM limits_take($1, $2, $3, $4)', [
+        'k',
+        t0,
+        60_000,
+        1,
+      ]);
+      expect(first.rows[0]?.ok).toBe(true);
+      const second = store.limits.take({ key: 'k', now: t0, limit: 1, windowMs: 60_000 });
+      await commitOnceWaiting(other, second, 'advisory');
+      expect(await second).toMatchObject({ ok: false });
+    } finally {
+      await other.end();
+    }
+  });
+});
