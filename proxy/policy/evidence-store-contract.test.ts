@@ -308,6 +308,25 @@ describe.each(Object.entries(implementations))('the %s evidence store', (_name, 
       await expect(a.commit(lapsed)).rejects.toMatchObject({ code: 'store-failed' });
     });
 
+    it('settles a reservation once when 20 commits of it race through both handles, keeping the first result', async () => {
+      const [a, b] = await twoHandles();
+      for (let round = 0; round < 5; round += 1) {
+        const reservation = await reserved(a, [`c-${round}`, `d-${round}`], 1_000);
+        await b.markInDoubt(reservation, { sendingUntil: 2_000 });
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, index) =>
+            (index % 2 === 0 ? a : b).commit(reservation, { result: `result-${index}` }),
+          ),
+        );
+        expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+        const winner = outcomes.findIndex((outcome) => outcome.status === 'fulfilled');
+        expect(await a.lookup([`c-${round}`, `d-${round}`], 1_000)).toMatchObject([
+          { state: 'spent', result: `result-${winner}` },
+          { state: 'spent', result: `result-${winner}` },
+        ]);
+      }
+    });
+
     it('keeps an in-doubt entry held against 50 concurrent calls through both handles, until it is released', async () => {
       const [a, b] = await twoHandles();
       const inDoubt = await reserved(a, ['paid?'], 1_000);

@@ -105,24 +105,26 @@ export function createPostgresEvidenceStore(pool: pg.Pool, settings: PostgresEvi
   };
 
   /**
-   * Runs `update` (its `WHERE` names the states it moves from) on every row of `reservation`, or
-   * on none: throws when the reservation no longer holds every id it took (released, settled, or
-   * one id taken over by another call after its lease lapsed).
+   * Moves every row of `reservation` that is in one of `from` (`set` may use `$3`), or none: throws
+   * when the reservation no longer holds every id it took (released, settled, or one id taken over
+   * by another call after its lease lapsed). One statement: it locks the reservation's rows, and
+   * moves them only when it locked as many as the reservation took (a row another call took over
+   * meanwhile no longer matches once its lock is granted).
    */
-  const settle = async (reservation: string, update: string, values: readonly unknown[], failure: string) => {
-    const client = await pool.connect();
-    try {
-      await inTransaction(client, async () => {
-        const updated = await client.query<{ reservation_size: number }>(
-          `${update} AND reservation = $1 RETURNING reservation_size`,
-          [reservation, ...values],
-        );
-        const size = updated.rows[0]?.reservation_size;
-        if (size === undefined || updated.rowCount !== size) throw new ProxyError('store-failed', failure);
-      });
-    } finally {
-      client.release();
-    }
+  const settle = async (
+    reservation: string,
+    move: { readonly from: readonly EvidenceState[]; readonly set: string; readonly value: unknown },
+    failure: string,
+  ) => {
+    const moved = await pool.query(
+      `WITH held AS (
+         SELECT id, reservation_size FROM spent_evidence
+         WHERE reservation = $1 AND state = ANY($2::text[]) FOR UPDATE)
+       UPDATE spent_evidence SET ${move.set}
+       WHERE id IN (SELECT id FROM held) AND (SELECT count(*) FROM held) = (SELECT max(reservation_size) FROM held)`,
+      [reservation, move.from, move.value],
+    );
+    if (moved.rowCount === 0) throw new ProxyError('store-failed', failure);
   };
 
   return {
@@ -142,16 +144,22 @@ export function createPostgresEvidenceStore(pool: pg.Pool, settings: PostgresEvi
       // In doubt, `lease_until` is the sender's lease: it never makes the entry purgeable.
       await settle(
         reservation,
-        `UPDATE spent_evidence SET state = 'in-doubt', lease_until = $2 WHERE state IN ('reserved', 'in-doubt')`,
-        [options?.sendingUntil ?? null],
+        {
+          from: ['reserved', 'in-doubt'],
+          set: "state = 'in-doubt', lease_until = $3",
+          value: options?.sendingUntil ?? null,
+        },
         'reservation expired before the call was sent',
       );
     },
     async commit(reservation, options) {
       await settle(
         reservation,
-        `UPDATE spent_evidence SET state = 'spent', lease_until = NULL, result = $2 WHERE state IN ('reserved', 'in-doubt')`,
-        [options?.result ?? null],
+        {
+          from: ['reserved', 'in-doubt'],
+          set: "state = 'spent', lease_until = NULL, result = $3",
+          value: options?.result ?? null,
+        },
         'reservation expired before commit',
       );
     },
