@@ -117,10 +117,14 @@ export interface AllowanceOrder {
   readonly now: number;
 }
 
-/** Whether verified terms cover an order, given what the period has spent and whether it is revoked. */
+/**
+ * Whether verified terms cover an order, given what the period has spent and whether it is
+ * revoked; a refusal says why in words, and in one of three codes: `revoked`, `budget-spent` (the
+ * period's budget cannot take the order), `not-covered` (anything else).
+ */
 export type AllowanceCover =
   | { readonly covered: true; readonly remainingCents: number }
-  | { readonly covered: false; readonly reason: string };
+  | { readonly covered: false; readonly reason: string; readonly cause: 'revoked' | 'budget-spent' | 'not-covered' };
 
 /**
  * The allowance tier's conditions on verified terms (docs/human-authority.md): the merchant and
@@ -132,8 +136,9 @@ export function allowanceCovers(
   order: AllowanceOrder,
   state: { readonly spentCents: number; readonly revoked: boolean },
 ): AllowanceCover {
-  const refuse = (reason: string) => ({ covered: false, reason }) as const;
-  if (state.revoked) return refuse('the parent revoked the allowance');
+  const refuse = (reason: string, cause: 'revoked' | 'budget-spent' | 'not-covered' = 'not-covered') =>
+    ({ covered: false, reason, cause }) as const;
+  if (state.revoked) return refuse('the parent revoked the allowance', 'revoked');
   if (order.merchantDid !== terms.merchantDid) return refuse('the allowance is for another merchant');
   if (order.childDid !== terms.childDid) return refuse('the allowance is for another child');
   if (order.now < terms.notBefore) return refuse('the allowance has not started yet');
@@ -141,6 +146,6 @@ export function allowanceCovers(
   if (order.totalCents > terms.perOrderCapCents) return refuse('the order is over the allowance’s per-order cap');
   const remainingCents = terms.budgetCents - state.spentCents;
   if (order.totalCents > remainingCents)
-    return refuse(`the allowance’s ${terms.period === 'day' ? 'daily' : 'weekly'} budget is spent`);
+    return refuse(`the allowance’s ${terms.period === 'day' ? 'daily' : 'weekly'} budget is spent`, 'budget-spent');
   return { covered: true, remainingCents: remainingCents - order.totalCents };
 }

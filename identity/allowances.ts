@@ -55,8 +55,17 @@ export interface AllowanceView {
 /** Whether an allowance stands in for the parent on an order, and how much it leaves. */
 export type AllowanceCoverOutcome =
   | { readonly status: 'covered'; readonly allowanceId: string; readonly remainingCents: number }
-  /** An allowance exists for this child at this merchant, but does not cover this order: the parent decides. */
-  | { readonly status: 'not-covered'; readonly allowanceId: string; readonly reason: string }
+  /**
+   * An allowance exists for this child at this merchant, but does not cover this order: the parent
+   * decides. `cause` is the refusal's code; `period` the allowance's, once its terms verified.
+   */
+  | {
+      readonly status: 'not-covered';
+      readonly allowanceId: string;
+      readonly reason: string;
+      readonly cause: 'revoked' | 'budget-spent' | 'not-covered';
+      readonly period?: 'day' | 'week';
+    }
   | { readonly status: 'none' };
 
 /** The allowance an order is paid on, as the child's order card and the audit page say it. */
@@ -66,6 +75,20 @@ export interface AllowanceStanding {
   /** What the period has left once this order is paid (its hold counted once). */
   readonly remainingCents: number;
 }
+
+/**
+ * What {@link Allowances.hold} did: the store's answer, or the terms refused the order. A refusal
+ * names the allowance's period once its terms were read, for the words of the hand-over to the parent.
+ */
+export type AllowanceHoldOutcome =
+  | Extract<AllowanceHoldResult, { readonly ok: true }>
+  | (Exclude<AllowanceHoldResult, { readonly ok: true }> & { readonly period?: 'day' | 'week' })
+  | {
+      readonly ok: false;
+      readonly reason: 'not-covered';
+      readonly detail: string;
+      readonly period?: 'day' | 'week';
+    };
 
 /** Outcomes of issuing and revoking. */
 export type AllowanceOutcome =
@@ -106,9 +129,11 @@ export interface Allowances {
     readonly childDid: string;
     readonly merchantDid: string;
     readonly totalCents: number;
-  }): Promise<AllowanceHoldResult | { readonly ok: false; readonly reason: 'not-covered'; readonly detail: string }>;
+  }): Promise<AllowanceHoldOutcome>;
   /** Frees an order's hold when the rail declined it. */
   release(invoiceId: string): Promise<void>;
+  /** The allowance an order's amount is held against, if any: an order holding budget is paid on the allowance. */
+  holdOf(invoiceId: string): ReturnType<AllowanceStore['holdOf']>;
 }
 
 /** Standing allowances over their store, signed by the household over the parent's passkey. */
@@ -151,10 +176,17 @@ export function createAllowances(options: AllowancesOptions): Allowances {
             spentCents: await store.spentCents(record.allowanceId, periodKeyOf(verdict.terms, now)),
           },
         )
-      : { covered: false, reason: verdict.reason };
-    return outcome.covered
-      ? { status: 'covered', allowanceId: record.allowanceId, remainingCents: outcome.remainingCents }
-      : { status: 'not-covered', allowanceId: record.allowanceId, reason: outcome.reason };
+      : { covered: false, reason: verdict.reason, cause: 'not-covered' };
+    if (outcome.covered)
+      return { status: 'covered', allowanceId: record.allowanceId, remainingCents: outcome.remainingCents };
+    const { reason, cause } = outcome;
+    return {
+      status: 'not-covered',
+      allowanceId: record.allowanceId,
+      reason,
+      cause,
+      ...(verdict.verified ? { period: verdict.terms.period } : {}),
+    };
   }
 
   return {
@@ -294,8 +326,8 @@ export function createAllowances(options: AllowancesOptions): Allowances {
         { ...input, now: Math.floor(now.getTime() / 1000) },
         { revoked: false, spentCents: 0 },
       );
-      if (!fits.covered) return { ok: false, reason: 'not-covered', detail: fits.reason };
-      return store.hold({
+      if (!fits.covered) return { ok: false, reason: 'not-covered', detail: fits.reason, period: terms.period };
+      const held = await store.hold({
         allowanceId: record.allowanceId,
         periodKey: periodKeyOf(terms, now),
         invoiceId: input.invoiceId,
@@ -303,9 +335,12 @@ export function createAllowances(options: AllowancesOptions): Allowances {
         budgetCents: terms.budgetCents,
         now: now.getTime(),
       });
+      return held.ok ? held : { ...held, period: terms.period };
     },
 
     release: (invoiceId) => store.release(invoiceId),
+
+    holdOf: (invoiceId) => store.holdOf(invoiceId),
   };
 }
 

@@ -8,7 +8,7 @@ import type { Household } from './household';
 import { type MemberNames, memberNamesOf } from './household-profile';
 import { IdentityError } from './identity-error';
 import { decodeSegment } from './safe-json';
-import type { ApprovalRecord, Role } from './store';
+import type { ApprovalHandoverCause, ApprovalRecord, Role } from './store';
 import { createCredentialVerifier, householdKeys, type VerifiedCredential } from './verify-credential';
 import { invoiceHashOf, verifyOrderApproval } from './verify-order-approval';
 import { verifyAssertionFast } from './verify-passkey-assertion';
@@ -63,6 +63,15 @@ export interface ApprovalView {
   readonly allowance?: AllowanceStanding;
   /** What the household calls its members (set in the parent's window), for the windows' words; not evidence. */
   readonly members: MemberNames;
+  /**
+   * Set when the order was approved on the parent's allowance alone and the charge found the
+   * allowance no longer covers it: why, and when it was handed to the parent.
+   */
+  readonly handover?: {
+    readonly cause: ApprovalHandoverCause;
+    readonly period?: 'day' | 'week';
+    readonly at: string;
+  };
 }
 
 /** What `request_approval` answers. */
@@ -124,6 +133,19 @@ export interface Approvals {
     readonly assertion: PasskeyAssertion;
   }): Promise<DecisionOutcome>;
   decline(input: { readonly approvalId: string; readonly role: Role }): Promise<DecisionOutcome>;
+  /**
+   * Hands an order the household approved on the parent's standing allowance alone to the parent,
+   * once (the payments side calls this when the allowance's hold refuses the charge): the request
+   * asks the parent too from now on, keeps the child's approval and its invoice's expiry, and its
+   * waiters wake. Refused when the request is not approved on the child's approval alone (already
+   * handed over, approved by the parent, paid, declined or expired).
+   */
+  handToParent(input: {
+    readonly approvalId: string;
+    readonly cause: ApprovalHandoverCause;
+    readonly allowanceId: string;
+    readonly period?: 'day' | 'week';
+  }): Promise<DecisionOutcome>;
   /** Marks an approved request settled with its receipt (the payments side calls this). */
   settle(input: { readonly approvalId: string; readonly receipt: string }): Promise<DecisionOutcome>;
   /** Verifies the merchant's commitment against the settled request and completes the chain. */
@@ -414,6 +436,22 @@ export function createApprovals(options: ApprovalsOptions): Approvals {
       return { ok: true, record: (await store.get(approvalId)) ?? record };
     },
 
+    async handToParent({ approvalId, cause, allowanceId, period }) {
+      const before = await store.get(approvalId);
+      if (before === undefined) return { ok: false, reason: `there is no approval request ${approvalId}` };
+      const at = clock().getTime();
+      // One compare-and-set: approved, on the child's approval alone, never handed over. A racing
+      // refusal of the same order finds it pending (or decided) and changes nothing.
+      const handover = { cause, allowanceId, ...(period === undefined ? {} : { period }), at };
+      if (!(await store.handToParent(approvalId, handover))) {
+        return { ok: false, reason: `the request is ${before.status}, not approved on the allowance alone` };
+      }
+      emit({ kind: 'approval-handed-over', approvalId, invoiceId: before.invoiceId, cause, allowanceId });
+      notify(approvalId);
+      const record = await store.get(approvalId);
+      return record ? { ok: true, record } : { ok: false, reason: `there is no approval request ${approvalId}` };
+    },
+
     async settle({ approvalId, receipt }) {
       const before = await store.get(approvalId);
       if (before === undefined) return { ok: false, reason: `there is no approval request ${approvalId}` };
@@ -509,6 +547,15 @@ function viewOf(record: ApprovalRecord): Omit<ApprovalView, 'members'> {
     approvedRoles: record.requiredRoles.filter((role) => record.approvals[role] !== undefined),
     expiresAt: new Date(record.expiresAt).toISOString(),
     ...(record.reason === undefined ? {} : { reason: record.reason }),
+    ...(record.handover === undefined
+      ? {}
+      : {
+          handover: {
+            cause: record.handover.cause,
+            ...(record.handover.period === undefined ? {} : { period: record.handover.period }),
+            at: new Date(record.handover.at).toISOString(),
+          },
+        }),
   };
 }
 

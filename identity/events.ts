@@ -31,6 +31,14 @@ export type IdentityEvent =
       readonly complete: boolean;
     }
   | { readonly kind: 'approval-declined'; readonly approvalId: string; readonly invoiceId: string; readonly role: Role }
+  /** An order approved on the parent's allowance alone that the allowance no longer covers now asks the parent. */
+  | {
+      readonly kind: 'approval-handed-over';
+      readonly approvalId: string;
+      readonly invoiceId: string;
+      readonly cause: 'budget-spent' | 'revoked' | 'not-covered';
+      readonly allowanceId: string;
+    }
   | {
       readonly kind: 'approval-expired' | 'approval-settled' | 'approval-fulfilled';
       readonly approvalId: string;

@@ -25,6 +25,7 @@ export {
 export {
   type AllowanceCoverOutcome,
   type AllowanceDraft,
+  type AllowanceHoldOutcome,
   type AllowanceOutcome,
   type AllowanceStanding,
   type Allowances,
@@ -144,6 +145,8 @@ export {
   sessionLifetimeMs,
 } from './passkeys';
 export type {
+  ApprovalHandover,
+  ApprovalHandoverCause,
   ApprovalRecord,
   ApprovalStatus,
   ApprovalStore,

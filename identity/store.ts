@@ -160,7 +160,31 @@ export interface ApprovalRecord {
   /** The invoice's `exp`, in ms: a pending approval expires with its invoice. */
   readonly expiresAt: number;
   readonly updatedAt: number;
+  /**
+   * Set once, when the charge found that the parent's standing allowance no longer covers an order
+   * the household approved on it alone: the request then asks the parent too (docs/human-authority.md,
+   * "An order the allowance no longer covers").
+   */
+  readonly handover?: ApprovalHandover;
 }
+
+/**
+ * Why and when an order approved on the parent's standing allowance was handed to the parent: at
+ * the charge, the allowance's hold was refused (its period's budget spent by other orders, revoked
+ * since the child approved, or no longer valid for this order).
+ */
+export interface ApprovalHandover {
+  readonly cause: ApprovalHandoverCause;
+  /** The allowance that no longer covers the order. */
+  readonly allowanceId: string;
+  /** The allowance's period, for the windows' words ("its budget for today is spent"). */
+  readonly period?: 'day' | 'week';
+  /** Milliseconds since the epoch. */
+  readonly at: number;
+}
+
+/** What the allowance's hold said when it refused: `budget-spent`, `revoked`, or `not-covered` (anything else). */
+export type ApprovalHandoverCause = 'budget-spent' | 'revoked' | 'not-covered';
 
 /** Approval requests. Transitions are compare-and-set on the status. */
 export interface ApprovalStore {
@@ -188,6 +212,13 @@ export interface ApprovalStore {
       readonly patch?: { readonly reason?: string; readonly receipt?: string; readonly commitment?: string };
     },
   ): Promise<boolean>;
+  /**
+   * Hands an order approved on the child's approval alone to the parent, in one compare-and-set:
+   * iff the request is `approved`, asked only the child, has no parent's approval and was never
+   * handed over, it becomes `pending` asking the child and the parent, the child's approval kept,
+   * with `handover` recorded; `false` otherwise. Of racing refusals of one request, one hands it over.
+   */
+  handToParent(approvalId: string, handover: ApprovalHandover): Promise<boolean>;
   /**
    * Calls `poke` whenever a change of the request commits, through any instance on the store (and
    * when the store cannot tell: after its listener reconnects); returns the stop. Stores shared by

@@ -247,6 +247,16 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
         message: `the ${event.role} declined`,
         data: { role: event.role },
       };
+    case 'approval-handed-over':
+      return {
+        source: 'identity',
+        kind: event.kind,
+        outcome: 'info',
+        orderId: event.invoiceId,
+        approvalId: event.approvalId,
+        message: `the parent's allowance no longer covers the order (${handoverWords[event.cause]}): nothing was charged, and the order now waits for the parent's passkey`,
+        data: { cause: event.cause, allowanceId: event.allowanceId, requiredRoles: ['child', 'parent'] },
+      };
     case 'approval-expired':
     case 'approval-settled':
     case 'approval-fulfilled':
@@ -304,6 +314,12 @@ export function fromIdentityEvent(event: IdentityEvent): Omit<HouseholdEvent, 'a
       };
   }
 }
+
+const handoverWords = {
+  'budget-spent': 'its budget for this period is spent',
+  revoked: 'it was revoked',
+  'not-covered': 'it does not cover this order',
+} as const;
 
 const settledWords = {
   'approval-expired': 'the invoice expired before every approval was given: nothing can be charged for it',

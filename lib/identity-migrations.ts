@@ -132,4 +132,14 @@ export const identityMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // Issue 29: an order approved on the parent's standing allowance alone that the charge then found
+    // the allowance no longer covers is handed to the parent; the hand-over (why, which allowance,
+    // when) is kept on the request, and a handed-over request always asks the parent.
+    version: 5,
+    sql: `
+      ALTER TABLE approvals ADD COLUMN handover TEXT
+        CHECK (handover IS NULL OR (json_valid(handover) AND required_roles = '["child","parent"]'));
+    `,
+  },
 ];

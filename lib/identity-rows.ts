@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type {
+  ApprovalHandover,
   ApprovalRecord,
   ApprovalStatus,
   CallApprovalRecord,
@@ -188,7 +189,21 @@ const approvalRow = z.object({
   created_at: z.number(),
   expires_at: z.number(),
   updated_at: z.number(),
+  handover: jsonColumn(
+    z.strictObject({
+      cause: z.enum(['budget-spent', 'revoked', 'not-covered']),
+      allowanceId: z.string(),
+      period: z.enum(['day', 'week']).optional(),
+      at: z.number(),
+    }),
+  ).nullable(),
 });
+
+/** A hand-over as its TEXT column: JSON with its keys in one order, so both stores hold the same bytes. */
+export function handoverColumn(handover: ApprovalHandover): string {
+  const { cause, allowanceId, period, at } = handover;
+  return JSON.stringify({ cause, allowanceId, ...(period === undefined ? {} : { period }), at });
+}
 
 /** An approval as the named parameters of its insert. */
 export function approvalParameters(record: ApprovalRecord) {
@@ -209,6 +224,7 @@ export function approvalParameters(record: ApprovalRecord) {
     createdAt: record.createdAt,
     expiresAt: record.expiresAt,
     updatedAt: record.updatedAt,
+    handover: record.handover === undefined ? null : handoverColumn(record.handover),
   };
 }
 
@@ -233,7 +249,19 @@ export function toApproval(row: unknown): ApprovalRecord {
     createdAt: parsed.created_at,
     expiresAt: parsed.expires_at,
     updatedAt: parsed.updated_at,
+    ...(parsed.handover === null ? {} : { handover: handoverOf(parsed.handover) }),
   };
+}
+
+/** A decoded hand-over without absent keys (`exactOptionalPropertyTypes`). */
+function handoverOf(handover: {
+  cause: ApprovalHandover['cause'];
+  allowanceId: string;
+  period?: 'day' | 'week' | undefined;
+  at: number;
+}): ApprovalHandover {
+  const { period, ...rest } = handover;
+  return period === undefined ? rest : { ...rest, period };
 }
 
 const merchantRow = z.object({

@@ -4,6 +4,7 @@ import { IdentityError } from '../identity/index';
 import { inTransaction, type Migration } from '../proxy/index';
 import {
   countRow,
+  handoverColumn,
   optional,
   passkeyParameters,
   recordRow,
@@ -143,6 +144,16 @@ export const postgresIdentityMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    // SQLite's version 5 (issue 29): the hand-over of an order the allowance no longer covers to the
+    // parent; a handed-over request always asks the parent.
+    version: 3,
+    sql: `
+      ALTER TABLE approvals ADD COLUMN handover TEXT,
+        ADD CONSTRAINT approvals_handover_check
+        CHECK (handover IS NULL OR (handover::jsonb IS NOT NULL AND required_roles::jsonb = '["child","parent"]'::jsonb));
+    `,
+  },
 ];
 
 // BIGINT columns arrive as strings from node-postgres: every time is selected as float8, so the
@@ -157,7 +168,7 @@ const ceremonyColumns = `id, kind, challenge, role, code_hash, user_handle, appr
   expires_at::float8 AS expires_at`;
 const approvalColumns = `approval_id, invoice_id, invoice, invoice_hash, merchant_did,
   total_cents::float8 AS total_cents, currency, required_roles, approvals, status, reason, receipt, commitment,
-  created_at::float8 AS created_at, expires_at::float8 AS expires_at, updated_at::float8 AS updated_at`;
+  created_at::float8 AS created_at, expires_at::float8 AS expires_at, updated_at::float8 AS updated_at, handover`;
 const merchantColumns = 'did, name, public_key_jwk, trusted_at::float8 AS trusted_at';
 
 /**
@@ -438,8 +449,9 @@ export function createPostgresIdentityStore(
         guarded('approvals.create', async () => {
           const inserted = await query(
             `INSERT INTO approvals (approval_id, invoice_id, invoice, invoice_hash, merchant_did, total_cents, currency,
-               required_roles, approvals, status, reason, receipt, commitment, created_at, expires_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+               required_roles, approvals, status, reason, receipt, commitment, created_at, expires_at, updated_at,
+               handover)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
              ON CONFLICT DO NOTHING`,
             [
               record.approvalId,
@@ -458,6 +470,7 @@ export function createPostgresIdentityStore(
               record.createdAt,
               record.expiresAt,
               record.updatedAt,
+              record.handover === undefined ? null : handoverColumn(record.handover),
             ],
           );
           if (changed(inserted)) return { record, created: true };
@@ -547,6 +560,24 @@ export function createPostgresIdentityStore(
             ),
           );
         }),
+      // One conditional UPDATE: approved on the child's approval alone and never handed over. A
+      // concurrent refusal waits for the row and re-checks on the committed one (now pending, handed
+      // over), so it changes nothing; the waiters hear it through the decisions' channel.
+      handToParent: (approvalId, handover) =>
+        guarded('approvals.handToParent', async () =>
+          changed(
+            await query(
+              notifyingDecision(
+                `UPDATE approvals SET status = 'pending', required_roles = '["child","parent"]', handover = $2,
+                   updated_at = $3
+                 WHERE approval_id = $1 AND status = 'approved' AND required_roles::jsonb = '["child"]'::jsonb
+                   AND NOT (approvals::jsonb ? 'parent') AND handover IS NULL
+                 RETURNING approval_id AS id`,
+              ),
+              [approvalId, handoverColumn(handover), handover.at],
+            ),
+          ),
+        ),
     },
 
     merchants: {

@@ -39,6 +39,7 @@ import { createFileWitness, type Witness } from './audit/witness';
 import type { HouseholdEnv } from './env';
 import { createEventBus, type EventBus, fromIdentityEvent, fromProxyEvent, type HouseholdEventSink } from './events';
 import { limitRequests } from './limits/request-limits';
+import { allowanceHandover } from './payments/allowance-handover';
 import { evidenceByReference } from './payments/evidence-by-reference';
 import { familySpendLookups } from './payments/family-spend-lookups';
 import { createMockRail } from './payments/mock-rail';
@@ -320,6 +321,8 @@ export async function startHouseholdRuntime(options: RuntimeOptions): Promise<Ho
       extraCallFilters: [
         // First: a caller over its bounds is refused before a form is shown or anything is signed.
         limits,
+        // An order the allowance no longer covers goes to the parent rather than to a refusal.
+        allowanceHandover({ settlement }),
         evidenceByReference({ store: store.identity }),
         elicitationFilter({ tools: householdToolPolicies, passkeyConfirmations: 'approval-required' }),
       ],

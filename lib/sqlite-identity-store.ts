@@ -5,6 +5,7 @@ import { IdentityError } from '../identity/index';
 import {
   approvalParameters,
   countRow,
+  handoverColumn,
   optional,
   passkeyParameters,
   recordRow,
@@ -213,6 +214,15 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
             }).changes === 1
           );
         }),
+      // One UPDATE: approved on the child's approval alone and never handed over, checked and moved
+      // under one write lock, so of racing refusals one hands it over.
+      handToParent: (approvalId, handover) =>
+        guarded(
+          'approvals.handToParent',
+          () =>
+            statements.handToParent.run({ approvalId, handover: handoverColumn(handover), now: handover.at })
+              .changes === 1,
+        ),
     },
 
     merchants: {
@@ -260,7 +270,7 @@ const lockLeaseMs = 60_000;
 /** Every statement, prepared once against the migrated schema. */
 function prepareStatements(database: Database.Database) {
   const approvalColumns = `approval_id, invoice_id, invoice, invoice_hash, merchant_did, total_cents, currency,
-    required_roles, approvals, status, reason, receipt, commitment, created_at, expires_at, updated_at`;
+    required_roles, approvals, status, reason, receipt, commitment, created_at, expires_at, updated_at, handover`;
   return {
     getRecord: database.prepare<[string, string]>('SELECT id, value FROM identity_records WHERE kind = ? AND id = ?'),
     putRecord: database.prepare<[string, string, string]>(
@@ -341,7 +351,7 @@ function prepareStatements(database: Database.Database) {
     insertApproval: database.prepare(
       `INSERT INTO approvals (${approvalColumns})
        VALUES (@approvalId, @invoiceId, @invoice, @invoiceHash, @merchantDid, @totalCents, @currency, @requiredRoles,
-         @approvals, @status, @reason, @receipt, @commitment, @createdAt, @expiresAt, @updatedAt)
+         @approvals, @status, @reason, @receipt, @commitment, @createdAt, @expiresAt, @updatedAt, @handover)
        ON CONFLICT DO NOTHING`,
     ),
     getApproval: database.prepare<[string]>(`SELECT ${approvalColumns} FROM approvals WHERE approval_id = ?`),
@@ -360,6 +370,12 @@ function prepareStatements(database: Database.Database) {
       `UPDATE approvals SET status = @to, updated_at = @now, reason = COALESCE(@reason, reason),
          receipt = COALESCE(@receipt, receipt), commitment = COALESCE(@commitment, commitment)
        WHERE approval_id = @approvalId AND status IN (SELECT value FROM json_each(@from))`,
+    ),
+    handToParent: database.prepare(
+      `UPDATE approvals SET status = 'pending', required_roles = '["child","parent"]', handover = @handover,
+         updated_at = @now
+       WHERE approval_id = @approvalId AND status = 'approved' AND json(required_roles) = '["child"]'
+         AND json_type(approvals, '$.parent') IS NULL AND handover IS NULL`,
     ),
 
     addMerchant: database.prepare(

@@ -17,6 +17,25 @@ export function formatCountdown(milliseconds: number): string {
 /** What the household calls its members (the parent sets them); a member without a name is absent. */
 export type MemberNames = Readonly<Partial<Record<'child' | 'parent', string>>>;
 
+/**
+ * Why an order approved on the parent's allowance alone asks the parent after all (an approval's
+ * `handover`): "the allowance's budget for today was spent by another order", "the allowance was
+ * revoked", "the allowance stopped covering it".
+ */
+export function handoverReason(handover: {
+  readonly cause: 'budget-spent' | 'revoked' | 'not-covered';
+  readonly period?: 'day' | 'week';
+}): string {
+  switch (handover.cause) {
+    case 'budget-spent':
+      return `the allowance's budget for ${handover.period === 'week' ? 'this week' : 'today'} was spent by another order`;
+    case 'revoked':
+      return 'the allowance was revoked';
+    case 'not-covered':
+      return 'the allowance stopped covering it';
+  }
+}
+
 /** `child` → `child's`, for "waiting for the child's passkey". */
 export function possessive(role: 'child' | 'parent'): string {
   return `${role}'s`;

@@ -1,7 +1,7 @@
 'use client';
 
 import type { ApprovalEvent, OrderEvent, ReceiptEvent } from './chat-model';
-import { formatCountdown, formatMoney, possessive, showSignedText } from './format';
+import { formatCountdown, formatMoney, handoverReason, possessive, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
 import { SignedText } from './signed-text';
 import { useNow } from './use-now';
@@ -118,6 +118,12 @@ function OrderStatus({
       if (approval === undefined) return <p className="mt-2 text-slate-700">Asking the household for approval…</p>;
       return (
         <ul className="mt-2 space-y-1">
+          {approval.handover !== undefined && (
+            <li className="text-slate-800">
+              Not paid: {handoverReason(approval.handover)} before it was paid, so{' '}
+              {approval.members?.parent ?? 'the parent'} must approve it too. Nothing was charged.
+            </li>
+          )}
           {stillNeeded.map((role) => (
             <li key={role} className="text-slate-800">
               Waiting for{' '}

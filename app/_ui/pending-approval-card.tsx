@@ -1,6 +1,6 @@
 'use client';
 
-import { formatCountdown, formatMoney, type MemberNames, showSignedText } from './format';
+import { formatCountdown, formatMoney, handoverReason, type MemberNames, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
 import { hasHiddenCharacters, SignedText } from './signed-text';
 import { useNow } from './use-now';
@@ -26,6 +26,8 @@ export interface PendingApproval {
   readonly allowance?: { readonly period: 'day' | 'week'; readonly remainingCents: number };
   /** What the household calls its members (set in the parent's window). */
   readonly members?: MemberNames;
+  /** Approved on the parent's allowance alone, which no longer covered it at the charge: it asks the parent now. */
+  readonly handover?: { readonly cause: 'budget-spent' | 'revoked' | 'not-covered'; readonly period?: 'day' | 'week' };
 }
 
 /**
@@ -114,6 +116,13 @@ export function PendingApprovalCard({
         )}
       </dl>
 
+      {approval.handover !== undefined && closed === undefined && !expired && (
+        <p role="note" className="mt-3 rounded-lg bg-sky-50 p-2 text-sm text-sky-950">
+          {role === 'parent'
+            ? `${members.child ?? 'Your child'} approved this under your allowance, but ${handoverReason(approval.handover)} before it was paid. Nothing was charged: it needs your passkey now.`
+            : `Not paid: ${handoverReason(approval.handover)} before it was paid, so ${members.parent ?? 'the parent'} must approve it too. Nothing was charged.`}
+        </p>
+      )}
       {hidden && (
         <p role="note" className="mt-3 rounded-lg bg-amber-50 p-2 text-sm text-amber-900">
           The signed terms contain invisible or control characters, shown above as marked codes such as \u202E. Text

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages/messages';
 import { decisionMessage, type TurnEnd } from './offline-planner';
-import { awaitApproval, runTool, type TurnContext } from './tool-runner';
+import { awaitApproval, chargeWaitsForApproval, runTool, type TurnContext } from './tool-runner';
 
 /** The Claude model used when `ANTHROPIC_MODEL` is not set: a current Sonnet. */
 export const defaultClaudeModel = 'claude-sonnet-4-5';
@@ -28,6 +28,7 @@ const system = [
   'To order: search, then call pizza__request_invoice (the shop signs an invoice; omit deliverTo if the user gave no address: the gateway will ask the user with a form).',
   'Then search and call request_approval with the invoice. You do not need to call await_approval: the system waits for the household and returns its decision as the result of request_approval.',
   'When approved, search and call payments__charge_invoice by reference: {invoiceId, amountCents, merchantId, approvalId} — never copy the evidence. Then pizza__fulfill with the receipt, then record_fulfillment with the commitment, and tell the user the ETA.',
+  "If the charge answers that the approval request is pending again (the parent's allowance no longer covers the order), the system waits for the parent and tells you the decision: when approved, make exactly the same charge again, once.",
   "To cancel an order, call pizza__cancel_order with its invoiceId. It needs the child's passkey: the first call is refused with approval_required, the system waits for the decision and tells you; when approved, make the same call again with the same arguments.",
   'Amounts are integer cents; say money as $15.00. Orders above $10.00 also need the parent; above $200.00 nobody can approve them.',
   'When a tool refuses, explain the reason in plain words and what would satisfy it. If an approval was declined or expired, say nothing was charged and offer to order again.',
@@ -98,6 +99,20 @@ async function rounds(context: TurnContext, tools: Tool[], options: ClaudeTurnOp
           type: 'text',
           text: `The household's decision (the same shape await_approval returns): ${JSON.stringify(decision)}${
             decision.status === 'approved' ? '' : `\n${decisionMessage(decision)}`
+          }`,
+        });
+      }
+      // A charge the allowance no longer covers was handed to the parent: the loop waits as for any approval.
+      const handedBack = use.name === 'call_tool' && args.tool_name === 'payments__charge_invoice';
+      const waiting = handedBack ? chargeWaitsForApproval(outcome) : undefined;
+      if (waiting !== undefined) {
+        const decision = await awaitApproval(context, waiting.approvalId);
+        content.push({
+          type: 'text',
+          text: `The household's decision (the same shape await_approval returns): ${JSON.stringify(decision)}${
+            decision.status === 'approved'
+              ? '\nApproved: make exactly the same payments__charge_invoice call again, once, with the same arguments.'
+              : `\n${decisionMessage(decision)} Do not charge it again.`
           }`,
         });
       }

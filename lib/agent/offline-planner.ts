@@ -3,7 +3,14 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Role, WaitOutcome } from '../../identity/index';
 import { DEFAULT_EVIDENCE_LEASE_MS } from '../../proxy/index';
 import { dollars } from './invoice-terms';
-import { awaitApproval, type QuotedOrder, runTool, type ToolOutcome, type TurnContext } from './tool-runner';
+import {
+  awaitApproval,
+  chargeWaitsForApproval,
+  type QuotedOrder,
+  runTool,
+  type ToolOutcome,
+  type TurnContext,
+} from './tool-runner';
 import type { ResumePoint } from './turn-leases';
 
 /** How a turn ended (the 'turn-ended' reasons). */
@@ -388,17 +395,36 @@ async function settleOrder(context: TurnContext, requested: RequestedOrder, say:
   // 3. Pay by reference: the proxy fills in the stored evidence and the policy checks it. A payment
   // still being confirmed (another attempt in flight, such as a dying instance's) is asked about
   // again, as the answer says; a charge asked again returns the first receipt.
-  const charge = () =>
-    searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
-      invoiceId,
-      amountCents: totalCents,
-      merchantId,
-      approvalId,
-    });
+  const charge = async () => {
+    const call = () =>
+      searchAndCall(context, 'payments__charge_invoice', 'charge invoice payment', {
+        invoiceId,
+        amountCents: totalCents,
+        merchantId,
+        approvalId,
+      });
+    let answer = await call();
+    const giveUpAt = performance.now() + inProgressPatienceMs;
+    while (answer.isError && answer.text.includes('payment_in_progress') && performance.now() < giveUpAt) {
+      await delay(inProgressWaitMs, undefined, { signal: context.signal });
+      answer = await call();
+    }
+    return answer;
+  };
   let charged = await charge();
-  const giveUpAt = performance.now() + inProgressPatienceMs;
-  while (charged.isError && charged.text.includes('payment_in_progress') && performance.now() < giveUpAt) {
-    await delay(inProgressWaitMs, undefined, { signal: context.signal });
+  // Approved on the parent's allowance alone, which no longer covers it: the same request now waits
+  // for the parent. The loop waits for the parent as for any approval, then pays once more (a
+  // request is handed over once, so this happens at most once).
+  const waiting = chargeWaitsForApproval(charged);
+  if (waiting !== undefined && waiting.approvalId === approvalId) {
+    await say(
+      `Not paid yet: ${waiting.reason}. Waiting for ${waiting.waitingFor.map((role) => `the ${role}'s passkey in the ${role} window`).join(' and ')}.`,
+    );
+    const decided = await awaitApproval(context, approvalId);
+    if (decided.status !== 'approved') {
+      await say(decisionMessage(decided));
+      return 'done';
+    }
     charged = await charge();
   }
   const receipt = charged.json?.receipt;

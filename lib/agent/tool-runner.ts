@@ -176,7 +176,31 @@ async function emitApproval(context: TurnContext, approvalId: string): Promise<v
     ...(view.reason === undefined ? {} : { reason: view.reason }),
     ...(view.allowance === undefined ? {} : { allowance: view.allowance }),
     members: view.members,
+    ...(view.handover === undefined ? {} : { handover: view.handover }),
   });
+}
+
+/**
+ * The approval request a refused charge handed back to the household, if that is why it was not
+ * paid: an order approved on the parent's allowance alone that the allowance no longer covers
+ * waits for the parent (`structuredContent` `{status: 'pending', approvalId, waitingFor, reason}`).
+ * The loop then waits for it as for any pending approval, and pays by reference again once approved.
+ */
+export function chargeWaitsForApproval(
+  outcome: ToolOutcome,
+): { readonly approvalId: string; readonly waitingFor: readonly Role[]; readonly reason: string } | undefined {
+  const content = outcome.result.structuredContent as
+    | { status?: unknown; approvalId?: unknown; waitingFor?: unknown; reason?: unknown }
+    | undefined;
+  if (!outcome.isError || content?.status !== 'pending' || typeof content.approvalId !== 'string') return undefined;
+  const waitingFor = Array.isArray(content.waitingFor)
+    ? content.waitingFor.filter((role): role is Role => role === 'child' || role === 'parent')
+    : [];
+  return {
+    approvalId: content.approvalId,
+    waitingFor,
+    reason: typeof content.reason === 'string' ? content.reason : outcome.text,
+  };
 }
 
 /** How long one wait lasts before the loop re-reads the request (decisions of another process). */

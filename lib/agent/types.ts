@@ -50,6 +50,15 @@ export type ChatEventBody =
       };
       /** What the household calls its members (set in the parent's window); a member without a name is absent. */
       readonly members?: Readonly<Partial<Record<'child' | 'parent', string>>>;
+      /**
+       * Approved on the parent's allowance alone, which the charge then found no longer covers it
+       * (its budget spent, revoked, or otherwise): the request asks the parent now.
+       */
+      readonly handover?: {
+        readonly cause: 'budget-spent' | 'revoked' | 'not-covered';
+        readonly period?: 'day' | 'week';
+        readonly at: string;
+      };
     }
   | {
       readonly type: 'receipt';

@@ -72,6 +72,21 @@ export function settlementResult(outcome: SettlementOutcome): CallToolResult {
       };
     case 'refused':
       return { content: [{ type: 'text', text: `The payment was refused: ${outcome.reason}.` }], isError: true };
+    case 'waiting': {
+      // Not charged, and not over: the same request waits for the parent, as any pending approval does.
+      const { approvalId, waitingFor, reason } = outcome;
+      const who = waitingFor.map((role) => `the ${role}'s passkey in the ${role} window`).join(' and ');
+      return {
+        content: [
+          {
+            type: 'text',
+            text: `The payment was not made: ${reason}. Approval request ${approvalId} is pending again, waiting for ${who}: wait for the decision (await_approval, or request_approval again with the same invoice), then pay by reference again with the same approvalId.`,
+          },
+        ],
+        structuredContent: { status: 'pending', approvalId, waitingFor: [...waitingFor], reason },
+        isError: true,
+      };
+    }
     case 'unknown':
       return {
         content: [{ type: 'text', text: outcome.reason }],

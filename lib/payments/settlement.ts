@@ -1,4 +1,11 @@
-import type { Allowances, Approvals, Household } from '../../identity/index';
+import type {
+  Allowances,
+  ApprovalHandoverCause,
+  ApprovalRecord,
+  Approvals,
+  Household,
+  Role,
+} from '../../identity/index';
 import type { EventBus } from '../events';
 import { PaymentError } from './payment-error';
 import type { PaymentStore } from './payment-store';
@@ -32,6 +39,17 @@ export type SettlementOutcome =
     }
   | { readonly status: 'declined'; readonly reason: string }
   | { readonly status: 'refused'; readonly reason: string }
+  /**
+   * Not charged: the order was approved on the parent's standing allowance alone, which no longer
+   * covers it, so the same approval request now waits for `waitingFor` (the parent). Once they
+   * approved, the same charge by reference pays it with both approvals.
+   */
+  | {
+      readonly status: 'waiting';
+      readonly approvalId: string;
+      readonly waitingFor: readonly Role[];
+      readonly reason: string;
+    }
   | { readonly status: 'unknown'; readonly reason: string };
 
 /** The household's settlement service (SPEC §7). */
@@ -42,6 +60,15 @@ export interface Settlement {
   resolve(invoiceId: string): Promise<SettlementOutcome>;
   /** Resolves every payment left in doubt (run at start: a crash between the rail and the receipt). */
   resolveAll(): Promise<readonly SettlementOutcome[]>;
+  /**
+   * Asked before the policy decides a charge: an order the household approved on the parent's
+   * standing allowance alone that the allowance no longer covers (revoked, its period's budget
+   * spent, ended: read now) is handed to the parent, and the answer is `waiting`; so is an order
+   * already handed over that the parent has not approved yet. `undefined` otherwise: the policy
+   * and the charge's hold decide. Without this, the policy refuses such an order on the child's
+   * approval alone and the request, already approved, never reaches the parent.
+   */
+  handOverUncovered(invoiceId: string): Promise<SettlementOutcome | undefined>;
 }
 
 /** Options of {@link createSettlement}. */
@@ -177,7 +204,10 @@ export function createSettlement(options: SettlementOptions): Settlement {
     };
   }
 
-  /** Spends an order's amount on the child's allowance at its merchant; a refusal when it cannot. */
+  /**
+   * Spends an order's amount on the child's allowance at its merchant. When it cannot, nothing is
+   * charged and the order is handed to the parent: `waiting` for the parent, or a refusal.
+   */
   async function holdAllowance(record: {
     readonly invoiceId: string;
     readonly approvalId: string;
@@ -216,7 +246,60 @@ export function createSettlement(options: SettlementOptions): Settlement {
       invoiceId: record.invoiceId,
       approvalId: record.approvalId,
     });
-    return { status: 'refused', reason: `${why}; the parent must approve this order` };
+    return handToParent(record, {
+      cause: held.reason === 'revoked' ? 'revoked' : held.reason === 'over-budget' ? 'budget-spent' : 'not-covered',
+      allowanceId: cover.allowanceId,
+      ...(held.period === undefined ? {} : { period: held.period }),
+      why,
+    });
+  }
+
+  /**
+   * Whether an order is paid on the allowance or the rail, or being paid: it holds budget, or its
+   * payment is charging or succeeded. Such an order is never handed over (a retry racing its own
+   * charge must not send a paid order to the parent). A declined payment freed its hold: not paid.
+   */
+  async function paidOrPaying(invoiceId: string): Promise<boolean> {
+    if ((await options.allowances?.holdOf(invoiceId)) !== undefined) return true;
+    const payment = await payments.get(invoiceId);
+    return payment !== undefined && payment.state !== 'declined';
+  }
+
+  /**
+   * The order the allowance no longer covers goes to the parent: the same approval request, once
+   * (of racing refusals the store's compare-and-set lets one hand it over), keeping the child's
+   * approval and the invoice's expiry. It is never charged on the child's approval alone: until the
+   * parent approved, every charge of it is answered `waiting` (or refused) before the rail.
+   */
+  async function handToParent(
+    record: { readonly approvalId: string; readonly invoiceId: string },
+    refusal: {
+      readonly cause: ApprovalHandoverCause;
+      readonly allowanceId: string;
+      readonly period?: 'day' | 'week';
+      readonly why: string;
+    },
+  ): Promise<SettlementOutcome> {
+    const { approvalId, invoiceId } = record;
+    const { why, ...handover } = refusal;
+    const refused: SettlementOutcome = { status: 'refused', reason: `${why}; the parent must approve this order` };
+    if (await paidOrPaying(invoiceId)) return refused;
+    const handed = await approvals.handToParent({ approvalId, ...handover });
+    // The loser of a race reads the winner's hand-over: it waits for the parent all the same.
+    const now = handed.ok ? handed.record : await household.store.approvals.get(approvalId);
+    return now === undefined ? refused : (waitingFor(now, why) ?? refused);
+  }
+
+  /** `waiting` for a request handed to the parent that still waits for someone; `undefined` otherwise. */
+  function waitingFor(record: ApprovalRecord, why: string): SettlementOutcome | undefined {
+    const waiting = record.requiredRoles.filter((role) => record.approvals[role] === undefined);
+    if (record.status !== 'pending' || record.handover === undefined || waiting.length === 0) return undefined;
+    return {
+      status: 'waiting',
+      approvalId: record.approvalId,
+      waitingFor: waiting,
+      reason: `${why}; nothing was charged, and the order now waits for the parent's approval`,
+    };
   }
 
   return {
@@ -225,6 +308,10 @@ export function createSettlement(options: SettlementOptions): Settlement {
       const record = await household.store.approvals.getByInvoice(request.invoiceId);
       if (!record)
         return { status: 'refused', reason: `there is no approval request for invoice ${request.invoiceId}` };
+      // A request handed to the parent waits for the parent: never charged on the child's approval alone.
+      const handedOver =
+        record.handover === undefined ? undefined : waitingFor(record, handoverWhy[record.handover.cause]);
+      if (handedOver !== undefined) return handedOver;
       if (!['approved', 'settled', 'fulfilled'].includes(record.status)) {
         return { status: 'refused', reason: `the order is ${record.status}, not approved` };
       }
@@ -236,7 +323,7 @@ export function createSettlement(options: SettlementOptions): Settlement {
       //    stands in for it: its budget is spent here, in one transaction against its revocation,
       //    before the rail is called. The policy read the budget earlier; this hold is the spend,
       //    so of racing orders only those the budget holds are charged, and a revocation either
-      //    came after the hold or refuses it.
+      //    came after the hold or refuses it. A refused hold hands the order to the parent.
       const held = await holdAllowance(record);
       if (held !== undefined) return held;
       // 4. One payment per invoice: a second charge finds the first.
@@ -265,6 +352,40 @@ export function createSettlement(options: SettlementOptions): Settlement {
 
     resolve: (invoiceId) => attempt(invoiceId),
 
+    async handOverUncovered(invoiceId) {
+      const allowances = options.allowances;
+      const record = await household.store.approvals.getByInvoice(invoiceId);
+      if (allowances === undefined || record === undefined) return undefined;
+      // 1. Already handed over and not yet decided by the parent: it waits, as it did.
+      const cause = record.handover?.cause;
+      if (cause !== undefined) return waitingFor(record, handoverWhy[cause]);
+      // 2. Only an unexpired order the household approved on the child's approval alone (the policy
+      //    refuses an expired invoice as it always did).
+      if (record.status !== 'approved' || record.approvals.parent !== undefined) return undefined;
+      if (record.expiresAt <= clock().getTime()) return undefined;
+      // 3. Whether the child's allowance at its merchant covers it now (read; the hold is the spend).
+      const cover = await allowances.cover({
+        childDid: household.members.child,
+        merchantDid: record.merchantDid,
+        totalCents: record.totalCents,
+      });
+      if (cover.status !== 'not-covered') return undefined;
+      // 4. Paid or being paid (its own hold counted in that spend: a retry racing its charge): the
+      //    policy and the charge answer it with its payment, as any charge asked again.
+      if (await paidOrPaying(invoiceId)) return undefined;
+      emit('allowance-refused', 'deny', `not charged: ${cover.reason}`, {
+        invoiceId,
+        approvalId: record.approvalId,
+      });
+      // 5. Handed over (handToParent reads paid-or-paying again, for a charge that began meanwhile).
+      return handToParent(record, {
+        cause: cover.cause,
+        allowanceId: cover.allowanceId,
+        ...(cover.period === undefined ? {} : { period: cover.period }),
+        why: cover.reason,
+      });
+    },
+
     async resolveAll() {
       const outcomes: SettlementOutcome[] = [];
       for (const payment of await payments.listCharging()) outcomes.push(await attempt(payment.invoiceId));
@@ -272,6 +393,13 @@ export function createSettlement(options: SettlementOptions): Settlement {
     },
   };
 }
+
+/** Why a request was handed to the parent, for a charge asked again before the parent decided. */
+const handoverWhy = {
+  'budget-spent': "the allowance's budget for this period is spent",
+  revoked: 'the parent revoked the allowance',
+  'not-covered': 'the allowance does not cover this order',
+} as const satisfies Record<ApprovalHandoverCause, string>;
 
 /** Runs a rail call with an abort signal, and stops waiting at the deadline even if the rail ignores it. */
 async function withTimeout<T>(run: (signal: AbortSignal) => Promise<T>, timeoutMs: number): Promise<T> {

@@ -1,5 +1,5 @@
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type AppServer, startAppServer } from './support/app-server';
 import { approve, enrol } from './support/approval-windows';
 import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from './support/browser';
@@ -11,7 +11,9 @@ import { type E2eBrowser, launchBrowser, screenshot, seriousViolations } from '.
 // that day asks the parent again, and after the parent revokes, the next one asks the parent too.
 // The windows, the chat's card and the audit page call the members by their names. That revoked
 // allowance's budget was spent, so the slice after it needs the parent either way; a second
-// allowance, revoked with its whole budget left, shows the revocation itself at work.
+// allowance, revoked with its whole budget left, shows the revocation itself at work. Last, two
+// slices asked for in two chats while the budget held one: the one paid second is handed to the
+// parent in the same request, and the parent's passkey pays it once.
 let app: AppServer;
 const browsers: E2eBrowser[] = [];
 let chat: Page;
@@ -216,5 +218,84 @@ describe('a standing allowance in the windows', () => {
       .filter({ has: child.getByRole('button', { name: 'Approve with passkey' }) });
     await asking.getByText('Alex, the parent (waiting)').waitFor();
     await screenshot(child, 'allowance-revoked-with-budget-left');
+  });
+  it("a slice the child approved under the allowance, whose budget another slice spent first, asks the parent in the same request; the parent's passkey pays it once", async () => {
+    // The slice still waiting for the parent is declined, which ends the chat's turn.
+    await parent.bringToFront();
+    await parent.getByRole('button', { name: 'Decline' }).click();
+    await chat.locator('#chat-input:not([readonly])').waitFor();
+    // $5.00 a day: one $4.00 slice fits, two do not.
+    const form = parent.getByRole('form', { name: 'New allowance' });
+    await form.getByLabel('Per-order cap in dollars').fill('5.00');
+    await form.getByLabel('Budget in dollars').fill('5.00');
+    await form.getByLabel('Period').selectOption('day');
+    await form.getByRole('button', { name: 'Sign with passkey' }).click();
+    const allowance = parent.getByRole('listitem', { name: 'Allowance at Main Street Pizza' }).first();
+    await allowance.getByText('$5.00 left today').waitFor();
+
+    // Two chats each ask for a slice while $5.00 is left: each request asks only the child, and each
+    // card says what the allowance would leave after it.
+    const secondBrowser = await launchBrowser();
+    browsers.push(secondBrowser);
+    const chat2 = await secondBrowser.page();
+    await chat2.goto(app.origin);
+    await chat2.locator('#chat-input:not([readonly])').waitFor();
+    const paidBefore = await receipts().count();
+    const firstCard = await orderSlice(5);
+    await chat2.getByLabel('Message').fill('a cheese slice to 12 Main St');
+    await chat2.getByLabel('Message').press('Enter');
+    const secondCard = chat2.getByRole('article', { name: /Order from Main Street Pizza/ });
+    for (const card of [firstCard, secondCard]) {
+      await card.getByText('covered by their allowance ($1.00 left today)').waitFor();
+    }
+    const approveButtons = child.getByRole('button', { name: 'Approve with passkey' });
+    await approveButtons.nth(1).waitFor();
+
+    // The child approves one: it is paid on the allowance, which leaves $1.00.
+    await child.bringToFront();
+    await approveButtons.first().click();
+    const receipts2 = chat2.getByRole('article', { name: 'Receipt' });
+    const paidFirst = await vi.waitFor(
+      async () => {
+        if ((await receipts().count()) > paidBefore) return { paid: chat, waiting: chat2 };
+        if ((await receipts2.count()) > 0) return { paid: chat2, waiting: chat };
+        throw new Error('no receipt yet');
+      },
+      { timeout: 60_000, interval: 250 },
+    );
+    await allowance.getByText('$1.00 left today').waitFor();
+
+    // The child approves the other: the allowance no longer covers it, so the same request asks the
+    // parent, nothing charged; the chat's card, the child's window and the parent's say why.
+    await child.bringToFront();
+    await approveButtons.first().click();
+    const why = "the allowance's budget for today was spent by another order before it was paid";
+    const waitingCard = paidFirst.waiting.getByRole('article', { name: /Order from Main Street Pizza/ }).last();
+    await waitingCard.getByText(`Not paid: ${why}, so Alex must approve it too. Nothing was charged.`).waitFor();
+    await waitingCard.getByText(/Waiting for Alex's passkey in the/).waitFor();
+    await child.getByText(`Not paid: ${why}, so Alex must approve it too. Nothing was charged.`).waitFor();
+    const asking = parent
+      .getByRole('article', { name: /Order from Main Street Pizza/ })
+      .filter({ has: parent.getByRole('button', { name: 'Approve with passkey' }) });
+    await asking
+      .getByText(`Sam approved this under your allowance, but ${why}. Nothing was charged: it needs your passkey now.`)
+      .waitFor();
+    await asking.getByText('Sam, the child (approved ✓)').waitFor();
+    await screenshot(paidFirst.waiting, 'allowance-handed-over-chat');
+    await screenshot(parent, 'allowance-handed-over-parent');
+    await screenshot(child, 'allowance-handed-over-child');
+    expect(await seriousViolations(parent)).toEqual([]);
+
+    // The parent approves: the same request is paid once, with both approvals, and the allowance's
+    // dollar stays left.
+    await approve(parent);
+    await paidFirst.waiting
+      .getByRole('article', { name: 'Receipt' })
+      .last()
+      .getByText(/30 minutes/)
+      .waitFor();
+    await allowance.getByText('$1.00 left today').waitFor();
+    expect(await receipts().count()).toBe(paidBefore + 1);
+    expect(await receipts2.count()).toBe(1);
   });
 });

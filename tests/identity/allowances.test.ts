@@ -232,11 +232,15 @@ describe('covering and spending', () => {
     expect(await allowances.cover({ ...at, totalCents: 400 })).toMatchObject({
       status: 'not-covered',
       reason: 'the allowance’s daily budget is spent',
+      cause: 'budget-spent',
+      period: 'day',
     });
+    // A refusal names the period, for the words of the hand-over to the parent.
     expect(await allowances.hold(order(400, 'inv-3', terms))).toEqual({
       ok: false,
       reason: 'over-budget',
       remainingCents: 200,
+      period: 'day',
     });
     // A declined charge frees its amount; a retry of a held order holds nothing more.
     await allowances.release('inv-2');
@@ -300,11 +304,15 @@ describe('covering and spending', () => {
     expect(outcomes.some((outcome) => outcome.ok)).toBe(true);
     expect(outcomes.some((outcome) => !outcome.ok)).toBe(true);
     // After it, nothing new is held, the window says so, and the allowance covers nothing.
-    expect(await allowances.hold(order(400, 'inv-late', terms))).toEqual({ ok: false, reason: 'revoked' });
+    expect(await allowances.hold(order(400, 'inv-late', terms))).toEqual({
+      ok: false,
+      reason: 'revoked',
+      period: 'day',
+    });
     expect((await allowances.list())[0]).toMatchObject({ state: 'revoked', remainingCents: 0 });
     expect(
       await allowances.cover({ childDid: terms.childDid, merchantDid: terms.merchantDid, totalCents: 400 }),
-    ).toMatchObject({ status: 'not-covered', reason: 'the parent revoked the allowance' });
+    ).toMatchObject({ status: 'not-covered', reason: 'the parent revoked the allowance', cause: 'revoked' });
     expect(await allowances.revoke(terms.id)).toEqual({ ok: false, reason: 'the allowance is already revoked' });
   });
 });

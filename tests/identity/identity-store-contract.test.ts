@@ -373,6 +373,69 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       });
     });
 
+    it('approvals: hands an order approved on the child alone to the parent once, keeping the child’s approval; nothing else', async () => {
+      const { approvals } = await store();
+      const handover = {
+        cause: 'budget-spent',
+        allowanceId: 'urn:uuid:allowance-1',
+        period: 'day',
+        at: t0 + 9,
+      } as const;
+      const childOnly = (index: number) => approvalFor(index, { requiredRoles: ['child'] });
+      // Approved on the child's approval alone: handed over once, pending again, asking both.
+      await approvals.create(childOnly(1));
+      await approvals.addApproval('approval-1', 'child', 'vc-child', t0 + 2);
+      await approvals.transition('approval-1', { from: ['pending'], to: 'approved', now: t0 + 3 });
+      expect(await approvals.handToParent('approval-1', handover)).toBe(true);
+      expect(await approvals.get('approval-1')).toStrictEqual({
+        ...childOnly(1),
+        requiredRoles: ['child', 'parent'],
+        approvals: { child: 'vc-child' },
+        status: 'pending',
+        handover,
+        updatedAt: t0 + 9,
+      });
+      expect(await approvals.handToParent('approval-1', { ...handover, cause: 'revoked', at: t0 + 10 })).toBe(false);
+      expect((await approvals.listPending()).map((record) => record.approvalId)).toEqual(['approval-1']);
+      // The parent approves it; it is approved again, and never handed over a second time.
+      expect(await approvals.addApproval('approval-1', 'parent', 'vc-parent', t0 + 11)).toBe(true);
+      expect(await approvals.transition('approval-1', { from: ['pending'], to: 'approved', now: t0 + 12 })).toBe(true);
+      expect(await approvals.handToParent('approval-1', handover)).toBe(false);
+      expect(await approvals.get('approval-1')).toMatchObject({ status: 'approved', handover });
+      // A hand-over without a period keeps none.
+      await approvals.create(childOnly(7));
+      await approvals.addApproval('approval-7', 'child', 'vc-child', t0 + 2);
+      await approvals.transition('approval-7', { from: ['pending'], to: 'approved', now: t0 + 3 });
+      const { period: _period, ...withoutPeriod } = handover;
+      expect(await approvals.handToParent('approval-7', withoutPeriod)).toBe(true);
+      expect((await approvals.get('approval-7'))?.handover).toStrictEqual(withoutPeriod);
+      // Not handed over: still pending, declined, settled, one that asked both roles, an unknown id.
+      await approvals.create(childOnly(2));
+      expect(await approvals.handToParent('approval-2', handover)).toBe(false);
+      await approvals.transition('approval-2', { from: ['pending'], to: 'declined', now: t0 + 3 });
+      expect(await approvals.handToParent('approval-2', handover)).toBe(false);
+      await approvals.create(childOnly(3));
+      await approvals.addApproval('approval-3', 'child', 'vc-child', t0 + 2);
+      await approvals.transition('approval-3', { from: ['pending'], to: 'approved', now: t0 + 3 });
+      await approvals.transition('approval-3', {
+        from: ['approved'],
+        to: 'settled',
+        now: t0 + 4,
+        patch: { receipt: 'r' },
+      });
+      expect(await approvals.handToParent('approval-3', handover)).toBe(false);
+      await approvals.create(approvalFor(4));
+      await approvals.addApproval('approval-4', 'child', 'vc-child', t0 + 2);
+      await approvals.addApproval('approval-4', 'parent', 'vc-parent', t0 + 2);
+      await approvals.transition('approval-4', { from: ['pending'], to: 'approved', now: t0 + 3 });
+      expect(await approvals.handToParent('approval-4', handover)).toBe(false);
+      expect(await approvals.handToParent('unknown', handover)).toBe(false);
+      for (const id of ['approval-2', 'approval-3', 'approval-4'])
+        expect((await approvals.get(id))?.handover).toBeUndefined();
+      expect((await approvals.get('approval-3'))?.status).toBe('settled');
+      expect((await approvals.get('approval-4'))?.status).toBe('approved');
+    });
+
     it('approvals: lists pending oldest first and recent newest first, at most limit; a negative limit is refused', async () => {
       const { approvals } = await store();
       for (const index of [1, 2, 3, 4]) await approvals.create(approvalFor(index));
@@ -569,6 +632,31 @@ describe.each(Object.entries(implementations))('the %s identity store', (_name, 
       });
     });
 
+    it('hands one request to the parent once among twenty concurrent refusals through both handles', async () => {
+      const handles = await shared();
+      const first = handles[0]?.identity.approvals;
+      await first?.create({ ...approval, requiredRoles: ['child'] });
+      await first?.addApproval('approval-1', 'child', 'vc-child', t0 + 1);
+      await first?.transition('approval-1', { from: ['pending'], to: 'approved', now: t0 + 2 });
+      const outcomes = await race(handles, 20, (store, index) =>
+        store.approvals.handToParent('approval-1', {
+          cause: index % 2 === 0 ? 'budget-spent' : 'revoked',
+          allowanceId: `urn:uuid:allowance-${index}`,
+          period: 'day',
+          at: t0 + 10 + index,
+        }),
+      );
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      const winner = outcomes.indexOf(true);
+      expect(await handles[1]?.identity.approvals.get('approval-1')).toMatchObject({
+        status: 'pending',
+        requiredRoles: ['child', 'parent'],
+        approvals: { child: 'vc-child' },
+        handover: { allowanceId: `urn:uuid:allowance-${winner}`, at: t0 + 10 + winner },
+        updatedAt: t0 + 10 + winner,
+      });
+    });
+
     it("keeps one zone among twenty concurrent first starts, and the other handle reads the parent's names", async () => {
       const handles = await shared();
       const zones = ['Europe/Paris', 'Asia/Tokyo', 'America/New_York', 'UTC'];
@@ -623,6 +711,25 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL identity tables', () => {
       ).rejects.toThrow(/household_settings_id_check/);
       expect(await store.profile.names()).toStrictEqual([{ role: 'child', name: 'Sam', setAt: t0 }]);
       expect(await store.profile.timeZone()).toStrictEqual({ timeZone: 'UTC', setAt: t0 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('refuse a hand-over on a request that does not ask the parent, and one that is not JSON', async () => {
+    const { store, client } = await open();
+    try {
+      await store.approvals.create({ ...approval, requiredRoles: ['child'] });
+      // The store writes a hand-over only with both roles asked, so only SQL reaches these.
+      await expect(
+        client.query(`UPDATE approvals SET handover = '{"cause":"revoked"}' WHERE approval_id = 'approval-1'`),
+      ).rejects.toThrow(/approvals_handover_check/);
+      await expect(
+        client.query(
+          `UPDATE approvals SET handover = 'not json', required_roles = '["child","parent"]' WHERE approval_id = 'approval-1'`,
+        ),
+      ).rejects.toThrow(/json/i);
+      expect(await store.approvals.get('approval-1')).toStrictEqual({ ...approval, requiredRoles: ['child'] });
     } finally {
       await client.end();
     }

@@ -2,12 +2,10 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAllowances } from '../../identity/index';
-import { assertCall } from '../identity/call-approval-support';
-import { origin, rpId } from '../identity/support';
 import { textOf } from '../proxy/helpers';
 import { createTestDatabase, postgresAvailable, postgresUnavailable } from '../support/postgres';
 import { startTestHousehold, type TestHousehold } from './household';
+import { signAllowance } from './sign-allowance';
 
 // SPEC §11 (issue 28): the whole household on PostgreSQL, chosen by DATABASE_URL in the one
 // composition root. A $15 order goes through the real shop over stdio and both passkeys, and every
@@ -65,28 +63,8 @@ describe.skipIf(!postgresAvailable)('the household on PostgreSQL', () => {
   it("pays a $4 slice on the child's passkey alone under the parent's allowance, its hold in the database", async () => {
     const url = await createTestDatabase();
     household = await startTestHousehold({ env: { DATABASE_URL: url } });
-    const { runtime, members } = household;
-    const allowances = createAllowances({
-      household: runtime.identity.household,
-      store: runtime.identity.store.allowances,
-      origin,
-      rpId,
-    });
-    const drafted = allowances.draft({
-      merchantDid: runtime.merchant?.did ?? '',
-      merchantName: 'Main Street Pizza',
-      perOrderCapCents: 500,
-      budgetCents: 1000,
-      period: 'day',
-      timeZone: 'Europe/Paris',
-      expiresAt: Math.floor(Date.now() / 1000) + 30 * 24 * 60 * 60,
-    });
-    if (!drafted.ok) throw new Error(drafted.reason);
-    const issued = await allowances.issue({
-      terms: drafted.terms,
-      assertion: assertCall(members.parent.authenticator, drafted.termsHash),
-    });
-    expect(issued.ok).toBe(true);
+    const { runtime } = household;
+    const { allowances, allowanceId } = await signAllowance(household);
 
     const { invoice, invoiceId } = (await household.invoice([{ sku: 'cheese-slice', qty: 1 }])) as {
       invoice: string;
@@ -101,9 +79,9 @@ describe.skipIf(!postgresAvailable)('the household on PostgreSQL', () => {
       'pay charge invoice payment',
     );
     expect(charged.json, textOf(charged.result)).toMatchObject({ status: 'succeeded', amountCents: 400 });
-    expect((await allowances.list())[0]).toMatchObject({ allowanceId: drafted.terms.id, remainingCents: 600 });
+    expect((await allowances.list())[0]).toMatchObject({ allowanceId, remainingCents: 600 });
     expect(await scalar(url, `SELECT allowance_id FROM allowance_holds WHERE invoice_id = '${invoiceId}'`)).toBe(
-      drafted.terms.id,
+      allowanceId,
     );
     expect(await scalar(url, 'SELECT COUNT(*)::int FROM mock_rail_charges')).toBe(1);
   }, 120_000);

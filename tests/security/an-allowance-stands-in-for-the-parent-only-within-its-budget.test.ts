@@ -5,48 +5,29 @@
  * signs $5.00 an order and $10.00 a day at the shop; $4.00 slices then need only the child's
  * passkey, until the day's budget or a revocation says the parent must decide again.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { createAllowances, type Role } from '../../identity/index';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Role } from '../../identity/index';
 import { createOrderAudit } from '../../lib/web/order-audit';
+import { serveHttp } from '../../proxy/http/serve-http';
 import { connectInMemory } from '../../proxy/index';
-import { assertCall } from '../identity/call-approval-support';
 import { origin, rpId } from '../identity/support';
 import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
+import { signAllowance } from '../payments/sign-allowance';
 import { textOf } from '../proxy/helpers';
+import { orderTools } from '../support/order-tools';
 
 let household: TestHousehold | undefined;
+/** What a test opened besides the household (an HTTP endpoint, a client, a clock folder), closed first. */
+const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   await household?.close();
   household = undefined;
 });
-
-const day = 24 * 60 * 60;
-
-/** The parent signs $5.00 an order, $10.00 a day at the shop (or `limits`), as the parent window does. */
-async function signAllowance(started: TestHousehold, limits = { perOrderCapCents: 500, budgetCents: 1000 }) {
-  const { runtime } = started;
-  const allowances = createAllowances({
-    household: runtime.identity.household,
-    store: runtime.identity.store.allowances,
-    origin,
-    rpId,
-  });
-  const drafted = allowances.draft({
-    merchantDid: runtime.merchant?.did ?? '',
-    merchantName: 'Main Street Pizza',
-    ...limits,
-    period: 'day',
-    timeZone: 'Europe/Paris',
-    expiresAt: Math.floor(Date.now() / 1000) + 30 * day,
-  });
-  if (!drafted.ok) throw new Error(drafted.reason);
-  const issued = await allowances.issue({
-    terms: drafted.terms,
-    assertion: assertCall(started.members.parent.authenticator, drafted.termsHash),
-  });
-  if (!issued.ok) throw new Error(issued.reason);
-  return { allowances, allowanceId: drafted.terms.id };
-}
 
 /** A slice invoiced and sent for approval: who must approve it. */
 async function askForSlice(started: TestHousehold) {
@@ -97,6 +78,57 @@ async function childApproves(started: TestHousehold, approvalId: string) {
     response: member.authenticator.assert(begun.options),
   });
   if (!approved.verified) throw new Error(approved.reason);
+}
+
+/** The parent's passkey yes to a request, straight through the parent window's ceremony. */
+async function parentApproves(started: TestHousehold, approvalId: string) {
+  const { passkeys } = started.runtime.identity;
+  const member = started.members.parent;
+  const begun = await passkeys.approval.options({ session: member.session, approvalId });
+  if (!begun.ok) throw new Error(begun.reason);
+  const approved = await passkeys.approval.verify({
+    session: member.session,
+    ceremonyId: begun.ceremonyId,
+    response: member.authenticator.assert(begun.options),
+  });
+  if (!approved.verified) throw new Error(approved.reason);
+}
+
+/** The audit chain's hand-over rows of an order (each request handed to the parent at most once). */
+async function handoverRows(started: TestHousehold, invoiceId: string) {
+  await started.runtime.events.flush();
+  const entries = await started.runtime.audit.forOrder(invoiceId);
+  return entries.filter((entry) => entry.event.kind === 'approval-handed-over').map((entry) => entry.event);
+}
+
+/**
+ * A charge the allowance no longer covers: refused before the rail, and the same request handed to
+ * the parent (pending, asking the child and the parent, the child's approval kept), once, on the chain.
+ */
+async function expectHandedToParent(
+  started: TestHousehold,
+  order: { invoiceId: string; approvalId: string },
+  outcome: { result: CallToolResult },
+  cause: 'budget-spent' | 'revoked',
+) {
+  expect(outcome.result.isError).toBe(true);
+  expect(textOf(outcome.result)).toMatch(/waiting for the parent's passkey in the parent window/);
+  expect(outcome.result.structuredContent).toMatchObject({
+    status: 'pending',
+    approvalId: order.approvalId,
+    waitingFor: ['parent'],
+  });
+  const record = await started.runtime.identity.store.identity.approvals.get(order.approvalId);
+  expect(record).toMatchObject({
+    status: 'pending',
+    requiredRoles: ['child', 'parent'],
+    handover: { cause, period: 'day' },
+  });
+  expect(record?.approvals.child).toEqual(expect.any(String));
+  expect(record?.approvals.parent).toBeUndefined();
+  const rows = await handoverRows(started, order.invoiceId);
+  expect(rows).toHaveLength(1);
+  expect(rows[0]).toMatchObject({ approvalId: order.approvalId, data: { cause } });
 }
 
 /** The child approves with the passkey; then the charge by reference. */
@@ -191,7 +223,7 @@ describe('a standing allowance', () => {
     expect((await allowances.list())[0]).toMatchObject({ allowanceId, remainingCents: 1500 });
   }, 120_000);
 
-  it('lets exactly two of twenty parallel $4 charges spend a $10.00 day: one rail charge each, the rest refused and never charged', async () => {
+  it("lets exactly two of twenty parallel $4 charges spend a $10.00 day; each of the rest waits for the parent, and the parent's passkey pays one once", async () => {
     const counting = countingMockRail();
     household = await startTestHousehold({ rail: counting.rail });
     const { allowanceId } = await signAllowance(household);
@@ -208,8 +240,15 @@ describe('a standing allowance', () => {
     const outcomes = await Promise.all(orders.map((order) => charge(started, order)));
     const paid = orders.filter((_, index) => outcomes[index]?.json?.status === 'succeeded');
     expect(paid).toHaveLength(2);
-    for (const outcome of outcomes.filter((entry) => entry.json?.status !== 'succeeded')) {
-      expect(textOf(outcome.result)).toMatch(/parent must approve/);
+    const waiting = orders.filter((_, index) => outcomes[index]?.json?.status !== 'succeeded');
+    // Every other one was handed to the parent, once: the same request, now waiting for the parent.
+    for (const order of waiting) {
+      await expectHandedToParent(
+        started,
+        order,
+        outcomes[orders.indexOf(order)] ?? { result: { content: [] } },
+        'budget-spent',
+      );
     }
     // The rail saw exactly the two paid orders, once each; only they hold any of the budget.
     expect(counting.charges.map((request) => request.invoiceId).sort()).toEqual(
@@ -224,6 +263,42 @@ describe('a standing allowance', () => {
         .sort(),
     ).toEqual(paid.map((order) => order.invoiceId).sort());
     expect(holds.every((hold) => hold === undefined || hold.allowanceId === allowanceId)).toBe(true);
+
+    // The parent's window lists exactly those eighteen, each saying why it asks now.
+    const asked = await started.runtime.identity.approvals.pendingFor('parent');
+    expect(asked.map((view) => view.approvalId).sort()).toEqual(waiting.map((order) => order.approvalId).sort());
+    expect(
+      asked.every((view) => view.handover?.cause === 'budget-spent' && view.approvedRoles.join() === 'child'),
+    ).toBe(true);
+
+    // Fail closed: until the parent approved, the child's approval alone never reaches the rail.
+    const [first, second] = waiting as [(typeof waiting)[number], (typeof waiting)[number]];
+    const early = await charge(started, first);
+    expect(early.result.isError).toBe(true);
+    expect(early.result.structuredContent).toMatchObject({ status: 'pending', approvalId: first.approvalId });
+    expect(counting.charges.some((request) => request.invoiceId === first.invoiceId)).toBe(false);
+    // The parent approves one with the passkey: the same charge by reference pays it, once.
+    await parentApproves(started, first.approvalId);
+    const [paidByParent, again] = [await charge(started, first), await charge(started, first)];
+    expect(paidByParent.json, textOf(paidByParent.result)).toMatchObject({ status: 'succeeded', amountCents: 400 });
+    expect(again.json?.receipt ?? textOf(again.result)).toEqual(expect.any(String));
+    expect(counting.charges.filter((request) => request.invoiceId === first.invoiceId)).toHaveLength(1);
+    // With both approvals, under family-spend: no hold, the day's budget untouched.
+    expect(await store.holdOf(first.invoiceId)).toBeUndefined();
+    expect(await store.spentCents(allowanceId, holds.find((hold) => hold !== undefined)?.periodKey ?? '')).toBe(800);
+    expect(await started.runtime.identity.store.identity.approvals.get(first.approvalId)).toMatchObject({
+      status: 'settled',
+      approvals: { child: expect.any(String), parent: expect.any(String) },
+    });
+    // The parent declines another: refused, nothing charged.
+    expect(
+      await started.runtime.identity.approvals.decline({ approvalId: second.approvalId, role: 'parent' }),
+    ).toMatchObject({ ok: true });
+    const declined = await charge(started, second);
+    expect(declined.result.isError).toBe(true);
+    expect(textOf(declined.result)).toMatch(/is declined, not approved/);
+    expect(counting.charges.some((request) => request.invoiceId === second.invoiceId)).toBe(false);
+    expect(await handoverRows(started, second.invoiceId)).toHaveLength(1);
   }, 180_000);
 
   it('a revocation racing charges: each charge is held before the revocation and paid, or refused and never charged', async () => {
@@ -259,18 +334,201 @@ describe('a standing allowance', () => {
         expect(hold?.sequence).toBeLessThanOrEqual(cutoff ?? -1);
         expect(railed).toBe(true);
       } else {
-        // Refused: nothing held, nothing sent to the rail.
-        expect(textOf(outcomes[index]?.result ?? { content: [] })).toMatch(/revoked|parent must approve/);
+        // Refused: nothing held, nothing sent to the rail, and handed to the parent.
         expect(hold).toBeUndefined();
         expect(railed).toBe(false);
+        await expectHandedToParent(started, order, outcomes[index] ?? { result: { content: [] } }, 'revoked');
       }
     }
-    // After the revocation, no new hold is ever taken: the late charge is refused and never sent.
+    // After the revocation, no new hold is ever taken: the late charge is refused, never sent, and
+    // handed to the parent, whose passkey then pays it once.
     const refused = await charge(started, late);
-    expect(refused.result.isError ?? refused.json?.status !== 'succeeded').toBe(true);
     expect(await store.holdOf(late.invoiceId)).toBeUndefined();
     expect(counting.charges.some((request) => request.invoiceId === late.invoiceId)).toBe(false);
+    await expectHandedToParent(started, late, refused, 'revoked');
+    await parentApproves(started, late.approvalId);
+    const paidByParent = await charge(started, late);
+    expect(paidByParent.json, textOf(paidByParent.result)).toMatchObject({ status: 'succeeded' });
+    expect(counting.charges.filter((request) => request.invoiceId === late.invoiceId)).toHaveLength(1);
+    expect(await store.holdOf(late.invoiceId)).toBeUndefined();
     const after = await askForSlice(started);
     expect(after.requiredRoles).toEqual(['child', 'parent']);
+  }, 120_000);
+
+  it('twenty concurrent charges of one order its revoked allowance no longer covers hand it to the parent once, before the policy and at the hold', async () => {
+    const counting = countingMockRail();
+    household = await startTestHousehold({ rail: counting.rail });
+    const { allowances, allowanceId } = await signAllowance(household);
+    const started = household;
+    const beforePolicy = await askForSlice(started);
+    await started.approve(beforePolicy.invoice, ['child']);
+    const atHold = await askForSlice(started);
+    await started.approve(atHold.invoice, ['child']);
+    expect(await allowances.revoke(allowanceId)).toMatchObject({ ok: true });
+    // Through the proxy: each charge is handed over before the policy (which would refuse the child alone).
+    const proxied = await Promise.all(Array.from({ length: 20 }, () => charge(started, beforePolicy)));
+    for (const outcome of proxied) {
+      expect(outcome.result.structuredContent).toMatchObject({
+        status: 'pending',
+        approvalId: beforePolicy.approvalId,
+        waitingFor: ['parent'],
+      });
+    }
+    await expectHandedToParent(started, beforePolicy, proxied[0] ?? { result: { content: [] } }, 'revoked');
+    // Past the policy (settlement called as the payments server would be): the hold refuses each, and hands over once.
+    const merchantId = started.runtime.merchant?.did ?? '';
+    const settled = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        started.runtime.settlement.charge({ invoiceId: atHold.invoiceId, amountCents: 400, merchantId }),
+      ),
+    );
+    expect(settled.map((outcome) => outcome.status)).toEqual(Array.from({ length: 20 }, () => 'waiting'));
+    expect(await handoverRows(started, atHold.invoiceId)).toHaveLength(1);
+    // Asked again once handed over, the charge still waits for the parent (not "the order is pending").
+    expect(
+      await started.runtime.settlement.charge({ invoiceId: atHold.invoiceId, amountCents: 400, merchantId }),
+    ).toMatchObject({ status: 'waiting', approvalId: atHold.approvalId, waitingFor: ['parent'] });
+    expect(await started.runtime.identity.store.identity.approvals.get(atHold.approvalId)).toMatchObject({
+      status: 'pending',
+      requiredRoles: ['child', 'parent'],
+      handover: { cause: 'revoked', period: 'day', allowanceId },
+    });
+    expect(counting.charges).toEqual([]);
+  }, 120_000);
+
+  it('a retry of a charge whose rail call is in flight is never handed to the parent, though its own hold spent the budget', async () => {
+    let open = () => {};
+    const counting = countingMockRail({ gate: new Promise<void>((resolve) => (open = resolve)) });
+    household = await startTestHousehold({ rail: counting.rail });
+    const started = household;
+    // $4.00 a day: the slice's own hold spends all of it.
+    await signAllowance(started, { perOrderCapCents: 400, budgetCents: 400 });
+    const order = await askForSlice(started);
+    await started.approve(order.invoice, ['child']);
+    const first = charge(started, order);
+    await vi.waitFor(() => expect(counting.charges).toHaveLength(1));
+    const retry = await charge(started, order);
+    // Answered as any charge asked again while its payment is being confirmed, not handed over.
+    expect(retry.result.structuredContent).not.toMatchObject({ status: 'pending' });
+    expect(textOf(retry.result)).toMatch(/^payment_in_progress/);
+    open();
+    expect((await first).json, textOf((await first).result)).toMatchObject({ status: 'succeeded' });
+    expect(await handoverRows(started, order.invoiceId)).toEqual([]);
+    expect(await started.runtime.identity.approvals.pendingFor('parent')).toEqual([]);
+    expect(await started.runtime.identity.store.identity.approvals.get(order.approvalId)).toMatchObject({
+      status: 'settled',
+      requiredRoles: ['child'],
+    });
+    expect(counting.charges).toHaveLength(1);
+  }, 120_000);
+
+  it('a handed-over order still expires with its invoice: the parent can no longer approve it, and nothing is charged', async () => {
+    const clockFolder = mkdtempSync(join(tmpdir(), 'handover-clock-'));
+    cleanups.push(() => rmSync(clockFolder, { recursive: true, force: true }));
+    const clockFile = join(clockFolder, 'offset-ms');
+    writeFileSync(clockFile, '0');
+    const counting = countingMockRail();
+    household = await startTestHousehold({ rail: counting.rail, env: { EXTENSIBLE_MCP_TEST_CLOCK_FILE: clockFile } });
+    const { allowances, allowanceId } = await signAllowance(household);
+    const order = await askForSlice(household);
+    await household.approve(order.invoice, ['child']);
+    expect(await allowances.revoke(allowanceId)).toMatchObject({ ok: true });
+    await expectHandedToParent(household, order, await charge(household, order), 'revoked');
+    // Six minutes later on the household's clock the five-minute invoice has expired.
+    writeFileSync(clockFile, String(6 * 60 * 1000));
+    const { passkeys, approvals } = household.runtime.identity;
+    const begun = await passkeys.approval.options({
+      session: household.members.parent.session,
+      approvalId: order.approvalId,
+    });
+    expect(begun.ok).toBe(false);
+    expect(await approvals.pendingFor('parent')).toEqual([]);
+    expect(await approvals.get(order.approvalId)).toMatchObject({ status: 'expired' });
+    const late = await charge(household, order);
+    expect(late.result.isError).toBe(true);
+    expect(textOf(late.result)).not.toMatch(/succeeded/);
+    expect(counting.charges).toEqual([]);
+  }, 120_000);
+
+  it("a 2026-07-28 client on /mcp waits for the parent the protocol's way once its charge was handed over, then pays once", async () => {
+    const counting = countingMockRail();
+    household = await startTestHousehold({ rail: counting.rail });
+    const started = household;
+    const { allowances, allowanceId } = await signAllowance(started);
+    const token = 'allowance-handover-token-0123456789';
+    const served = await serveHttp(started.runtime.gateway, { inboundTokens: [{ name: 'external', token }] });
+    cleanups.push(() => served.close());
+    const client = new Client(
+      { name: 'handover-2026', version: '1.0.0' },
+      {
+        versionNegotiation: { mode: { pin: '2026-07-28' } },
+        capabilities: { elicitation: { url: {} } },
+        inputRequired: { autoFulfill: false },
+      },
+    );
+    client.setRequestHandler('elicitation/create', () => ({ action: 'accept' }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(served.url), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    cleanups.push(() => client.close());
+    type Round = CallToolResult & {
+      resultType?: string;
+      requestState?: string;
+      inputRequests?: Record<string, { params?: { url?: string } }>;
+    };
+    const tools = await orderTools(
+      async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
+    );
+    /** `request_approval`, fulfilling the rounds the way the v2 client does: accept, then retry with the state. */
+    const ask = (invoice: string, round?: Round) =>
+      client.callTool(
+        {
+          name: 'call_tool',
+          arguments: { tool_name: 'request_approval', arguments: { invoice }, handle: tools.handle },
+          ...(round === undefined
+            ? {}
+            : {
+                inputResponses: Object.fromEntries(
+                  Object.keys(round.inputRequests ?? {}).map((key) => [key, { action: 'accept' }]),
+                ),
+                requestState: round.requestState,
+              }),
+        } as never,
+        { allowInputRequired: true },
+      ) as Promise<Round>;
+
+    const invoice = await tools.invoice('cheese-slice');
+    const first = await ask(invoice.invoice);
+    expect(first.resultType).toBe('input_required');
+    expect(Object.keys(first.inputRequests ?? {})).toEqual(['ask-1:child']);
+    const approvalId =
+      new URL(first.inputRequests?.['ask-1:child']?.params?.url ?? 'http://x/').searchParams.get('request') ?? '';
+    await childApproves(started, approvalId);
+    const approved = await ask(invoice.invoice, first);
+    expect(approved.structuredContent).toMatchObject({ status: 'approved', approvalId });
+    // Revoked before the client pays: the charge waits for the parent, with nothing charged.
+    expect(await allowances.revoke(allowanceId)).toMatchObject({ ok: true });
+    const handedOver = (await tools.pay(invoice, approvalId)) as Round;
+    expect(handedOver.isError).toBe(true);
+    expect(handedOver.structuredContent).toMatchObject({ status: 'pending', approvalId, waitingFor: ['parent'] });
+    // The same request, asked again the protocol's way: a URL to the parent's window only.
+    const again = await ask(invoice.invoice);
+    expect(again.resultType).toBe('input_required');
+    expect(Object.keys(again.inputRequests ?? {})).toEqual(['ask-1:parent']);
+    const url = new URL(again.inputRequests?.['ask-1:parent']?.params?.url ?? 'http://x/');
+    expect(url.searchParams.get('as')).toBe('parent');
+    expect(url.searchParams.get('request')).toBe(approvalId);
+    await parentApproves(started, approvalId);
+    const decided = await ask(invoice.invoice, again);
+    expect(decided.structuredContent).toMatchObject({
+      status: 'approved',
+      approvalId,
+      evidence: { parentApproval: expect.any(String) },
+    });
+    const paid = await tools.pay(invoice, approvalId);
+    expect(textOf(paid)).toMatch(/"status":"succeeded"/);
+    expect(counting.charges.map((request) => request.invoiceId)).toEqual([invoice.invoiceId]);
   }, 120_000);
 });
