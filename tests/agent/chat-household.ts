@@ -40,18 +40,7 @@ export async function startChatHousehold(
       transcripts.push(transcript);
       return transcript;
     },
-    async approve(role, approvalId) {
-      const { runtime, members } = household;
-      const member = members[role];
-      const started = await runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
-      if (!started.ok) throw new Error(started.reason);
-      const approved = await runtime.identity.passkeys.approval.verify({
-        session: member.session,
-        ceremonyId: started.ceremonyId,
-        response: member.authenticator.assert(started.options),
-      });
-      if (!approved.verified) throw new Error(approved.reason);
-    },
+    approve: (role, approvalId) => household.approveAs(role, approvalId),
     async close() {
       for (const transcript of transcripts) transcript.stop();
       await chat.close();

@@ -4,10 +4,12 @@ import { countingMockRail } from '../payments/household';
 import { signAllowance } from '../payments/sign-allowance';
 import { type ChatHousehold, is, startChatHousehold } from './chat-household';
 import {
+  callStep as call,
   type FakeStreamingMessagesApi,
   lastToolResults,
   type MessagesRequest,
   type ScriptedMessage,
+  searchStep as search,
   startFakeStreamingMessagesApi,
 } from './fake-streaming-messages-api';
 
@@ -20,14 +22,6 @@ let h: ChatHousehold;
 const rail = countingMockRail();
 const seen: Partial<Record<'invoice' | 'invoiceId' | 'merchantId' | 'approvalId', string | undefined>> = {};
 
-const search = (query: string): ScriptedMessage => ({
-  content: [{ type: 'tool_use', name: 'search_tools', input: { query, top_k: 10 } }],
-  stopReason: 'tool_use',
-});
-const call = (tool: string, args: Record<string, unknown>): ScriptedMessage => ({
-  content: [{ type: 'tool_use', name: 'call_tool', input: { tool_name: tool, arguments: args } }],
-  stopReason: 'tool_use',
-});
 const say = (text: string): ScriptedMessage => ({ content: [{ type: 'text', text }], stopReason: 'end_turn' });
 const charge = () =>
   call('payments__charge_invoice', {

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChatHousehold, is, startChatHousehold } from './chat-household';
 import {
+  callStep as call,
   type FakeStreamingMessagesApi,
   lastToolResults,
   type MessagesRequest,
   type ScriptedMessage,
+  searchStep as search,
   startFakeStreamingMessagesApi,
 } from './fake-streaming-messages-api';
 
@@ -17,15 +19,6 @@ let h: ChatHousehold;
 const seen: Partial<
   Record<'invoice' | 'invoiceId' | 'merchantId' | 'approvalId' | 'receipt' | 'commitment', string | undefined>
 > = {};
-
-const search = (query: string): ScriptedMessage => ({
-  content: [{ type: 'tool_use', name: 'search_tools', input: { query, top_k: 10 } }],
-  stopReason: 'tool_use',
-});
-const call = (tool: string, args: Record<string, unknown>): ScriptedMessage => ({
-  content: [{ type: 'tool_use', name: 'call_tool', input: { tool_name: tool, arguments: args } }],
-  stopReason: 'tool_use',
-});
 
 /** The scripted model: one step per request, reading ids from the tool results it was sent. */
 function script(request: MessagesRequest, index: number): ScriptedMessage {

@@ -17,6 +17,18 @@ export interface ScriptedMessage {
   readonly stopReason: 'end_turn' | 'tool_use';
 }
 
+/** The scripted model's `search_tools` step. */
+export const searchStep = (query: string): ScriptedMessage => ({
+  content: [{ type: 'tool_use', name: 'search_tools', input: { query, top_k: 10 } }],
+  stopReason: 'tool_use',
+});
+
+/** The scripted model's `call_tool` step. */
+export const callStep = (tool: string, args: Record<string, unknown>): ScriptedMessage => ({
+  content: [{ type: 'tool_use', name: 'call_tool', input: { tool_name: tool, arguments: args } }],
+  stopReason: 'tool_use',
+});
+
 /** The request body as the SDK sent it (only the parts the tests read). */
 export interface MessagesRequest {
   readonly model: string;

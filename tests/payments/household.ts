@@ -38,6 +38,8 @@ export interface TestHousehold {
   invoice(items: ReadonlyArray<{ sku: string; qty: number }>, deliverTo?: string): Promise<Record<string, unknown>>;
   /** `request_approval`, then every required role approves with its passkey. */
   approve(invoice: string, roles?: readonly Role[]): Promise<string>;
+  /** The member's passkey yes to a request, straight through the approval window's ceremony. */
+  approveAs(role: Role, approvalId: string): Promise<void>;
   /** One `sku` invoiced and approved by every required role: its ids and the evidence the household stored. */
   approved(sku: string): Promise<{ invoiceId: string; approvalId: string; evidence: Record<string, string> }>;
   /**
@@ -157,18 +159,19 @@ export async function startTestHousehold(
       const { result, json } = await household.call('request_approval', { invoice }, 'request approval household');
       if (!json) throw new Error(`approval request refused: ${textOf(result)}`);
       const approvalId = String(json.approvalId);
-      for (const role of roles ?? (json.requiredRoles as Role[])) {
-        const member = members[role];
-        const started = await runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
-        if (!started.ok) throw new Error(started.reason);
-        const approved = await runtime.identity.passkeys.approval.verify({
-          session: member.session,
-          ceremonyId: started.ceremonyId,
-          response: member.authenticator.assert(started.options),
-        });
-        if (!approved.verified) throw new Error(approved.reason);
-      }
+      for (const role of roles ?? (json.requiredRoles as Role[])) await household.approveAs(role, approvalId);
       return approvalId;
+    },
+    async approveAs(role, approvalId) {
+      const member = members[role];
+      const started = await runtime.identity.passkeys.approval.options({ session: member.session, approvalId });
+      if (!started.ok) throw new Error(started.reason);
+      const approved = await runtime.identity.passkeys.approval.verify({
+        session: member.session,
+        ceremonyId: started.ceremonyId,
+        response: member.authenticator.assert(started.options),
+      });
+      if (!approved.verified) throw new Error(approved.reason);
     },
     async approved(sku) {
       const { invoice, invoiceId } = (await household.invoice([{ sku, qty: 1 }])) as {

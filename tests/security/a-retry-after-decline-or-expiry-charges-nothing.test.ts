@@ -11,12 +11,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { serveHttp } from '../../proxy/http/serve-http';
 import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
 import { textOf } from '../proxy/helpers';
-import { orderTools } from '../support/order-tools';
+import { connect2026Client, orderTools, type Round, retryOf } from '../support/order-tools';
 
 const token = 'retry-charges-nothing-token-0123456789';
 const clockFolder = mkdtempSync(join(tmpdir(), 'retry-clock-'));
@@ -25,7 +25,7 @@ const counting = countingMockRail();
 let household: TestHousehold;
 let url: string;
 let closeEndpoint: () => Promise<void>;
-const clients: Client[] = [];
+const clients: { close(): Promise<void> }[] = [];
 
 beforeAll(async () => {
   writeFileSync(clockFile, '0');
@@ -44,26 +44,9 @@ afterAll(async () => {
   rmSync(clockFolder, { recursive: true, force: true });
 });
 
-type Round = CallToolResult & {
-  resultType?: string;
-  requestState?: string;
-  inputRequests?: Record<string, { params?: { url?: string } }>;
-};
-
 /** A 2026-07-28 client that opens URLs and fulfils its rounds itself; the order's steps through `call_tool`. */
 async function orderingClient() {
-  const client = new Client(
-    { name: 'retry-2026', version: '1.0.0' },
-    {
-      versionNegotiation: { mode: { pin: '2026-07-28' } },
-      capabilities: { elicitation: { url: {} } },
-      inputRequired: { autoFulfill: false },
-    },
-  );
-  client.setRequestHandler('elicitation/create', () => ({ action: 'accept' }));
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
-  );
+  const client = await connect2026Client(url, token, 'retry-2026');
   clients.push(client);
   const { handle } = await orderTools(
     async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
@@ -88,16 +71,7 @@ async function orderingClient() {
     },
     /** `request_approval`; with `round`, its retry carrying that round's state. */
     ask(invoice: string, round?: Round) {
-      const answers =
-        round === undefined
-          ? {}
-          : {
-              inputResponses: Object.fromEntries(
-                Object.keys(round.inputRequests ?? {}).map((key) => [key, { action: 'accept' }]),
-              ),
-              requestState: round.requestState,
-            };
-      return call('request_approval', { invoice }, answers);
+      return call('request_approval', { invoice }, retryOf(round));
     },
     pay(invoiceId: string, approvalId: string) {
       return call('payments__charge_invoice', {

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Role } from '../../identity/index';
 import { createOrderAudit } from '../../lib/web/order-audit';
@@ -18,7 +18,7 @@ import { origin, rpId } from '../identity/support';
 import { countingMockRail, startTestHousehold, type TestHousehold } from '../payments/household';
 import { signAllowance } from '../payments/sign-allowance';
 import { textOf } from '../proxy/helpers';
-import { orderTools } from '../support/order-tools';
+import { connect2026Client, orderTools, type Round, retryOf } from '../support/order-tools';
 
 let household: TestHousehold | undefined;
 /** What a test opened besides the household (an HTTP endpoint, a client, a clock folder), closed first. */
@@ -64,34 +64,6 @@ async function askForSliceAs(started: TestHousehold, caller: string) {
   } finally {
     await client.close();
   }
-}
-
-/** The child's passkey yes to a request, straight through the window's ceremony. */
-async function childApproves(started: TestHousehold, approvalId: string) {
-  const { passkeys } = started.runtime.identity;
-  const member = started.members.child;
-  const begun = await passkeys.approval.options({ session: member.session, approvalId });
-  if (!begun.ok) throw new Error(begun.reason);
-  const approved = await passkeys.approval.verify({
-    session: member.session,
-    ceremonyId: begun.ceremonyId,
-    response: member.authenticator.assert(begun.options),
-  });
-  if (!approved.verified) throw new Error(approved.reason);
-}
-
-/** The parent's passkey yes to a request, straight through the parent window's ceremony. */
-async function parentApproves(started: TestHousehold, approvalId: string) {
-  const { passkeys } = started.runtime.identity;
-  const member = started.members.parent;
-  const begun = await passkeys.approval.options({ session: member.session, approvalId });
-  if (!begun.ok) throw new Error(begun.reason);
-  const approved = await passkeys.approval.verify({
-    session: member.session,
-    ceremonyId: begun.ceremonyId,
-    response: member.authenticator.assert(begun.options),
-  });
-  if (!approved.verified) throw new Error(approved.reason);
 }
 
 /** The audit chain's hand-over rows of an order (each request handed to the parent at most once). */
@@ -234,7 +206,7 @@ describe('a standing allowance', () => {
       // Ten chats asking for two slices each: at most ten invoices a minute per chat.
       const order = await askForSliceAs(started, `chat-${index % 10}`);
       expect(order.requiredRoles).toEqual(['child']);
-      await childApproves(started, order.approvalId);
+      await started.approveAs('child', order.approvalId);
       orders.push(order);
     }
     const outcomes = await Promise.all(orders.map((order) => charge(started, order)));
@@ -278,7 +250,7 @@ describe('a standing allowance', () => {
     expect(early.result.structuredContent).toMatchObject({ status: 'pending', approvalId: first.approvalId });
     expect(counting.charges.some((request) => request.invoiceId === first.invoiceId)).toBe(false);
     // The parent approves one with the passkey: the same charge by reference pays it, once.
-    await parentApproves(started, first.approvalId);
+    await started.approveAs('parent', first.approvalId);
     const [paidByParent, again] = [await charge(started, first), await charge(started, first)];
     expect(paidByParent.json, textOf(paidByParent.result)).toMatchObject({ status: 'succeeded', amountCents: 400 });
     expect(again.json?.receipt ?? textOf(again.result)).toEqual(expect.any(String));
@@ -346,7 +318,7 @@ describe('a standing allowance', () => {
     expect(await store.holdOf(late.invoiceId)).toBeUndefined();
     expect(counting.charges.some((request) => request.invoiceId === late.invoiceId)).toBe(false);
     await expectHandedToParent(started, late, refused, 'revoked');
-    await parentApproves(started, late.approvalId);
+    await started.approveAs('parent', late.approvalId);
     const paidByParent = await charge(started, late);
     expect(paidByParent.json, textOf(paidByParent.result)).toMatchObject({ status: 'succeeded' });
     expect(counting.charges.filter((request) => request.invoiceId === late.invoiceId)).toHaveLength(1);
@@ -458,26 +430,8 @@ describe('a standing allowance', () => {
     const token = 'allowance-handover-token-0123456789';
     const served = await serveHttp(started.runtime.gateway, { inboundTokens: [{ name: 'external', token }] });
     cleanups.push(() => served.close());
-    const client = new Client(
-      { name: 'handover-2026', version: '1.0.0' },
-      {
-        versionNegotiation: { mode: { pin: '2026-07-28' } },
-        capabilities: { elicitation: { url: {} } },
-        inputRequired: { autoFulfill: false },
-      },
-    );
-    client.setRequestHandler('elicitation/create', () => ({ action: 'accept' }));
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(served.url), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
-      }),
-    );
+    const client = await connect2026Client(served.url, token, 'handover-2026');
     cleanups.push(() => client.close());
-    type Round = CallToolResult & {
-      resultType?: string;
-      requestState?: string;
-      inputRequests?: Record<string, { params?: { url?: string } }>;
-    };
     const tools = await orderTools(
       async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
     );
@@ -487,14 +441,7 @@ describe('a standing allowance', () => {
         {
           name: 'call_tool',
           arguments: { tool_name: 'request_approval', arguments: { invoice }, handle: tools.handle },
-          ...(round === undefined
-            ? {}
-            : {
-                inputResponses: Object.fromEntries(
-                  Object.keys(round.inputRequests ?? {}).map((key) => [key, { action: 'accept' }]),
-                ),
-                requestState: round.requestState,
-              }),
+          ...retryOf(round),
         } as never,
         { allowInputRequired: true },
       ) as Promise<Round>;
@@ -505,7 +452,7 @@ describe('a standing allowance', () => {
     expect(Object.keys(first.inputRequests ?? {})).toEqual(['ask-1:child']);
     const approvalId =
       new URL(first.inputRequests?.['ask-1:child']?.params?.url ?? 'http://x/').searchParams.get('request') ?? '';
-    await childApproves(started, approvalId);
+    await started.approveAs('child', approvalId);
     const approved = await ask(invoice.invoice, first);
     expect(approved.structuredContent).toMatchObject({ status: 'approved', approvalId });
     // Revoked before the client pays: the charge waits for the parent, with nothing charged.
@@ -520,7 +467,7 @@ describe('a standing allowance', () => {
     const url = new URL(again.inputRequests?.['ask-1:parent']?.params?.url ?? 'http://x/');
     expect(url.searchParams.get('as')).toBe('parent');
     expect(url.searchParams.get('request')).toBe(approvalId);
-    await parentApproves(started, approvalId);
+    await started.approveAs('parent', approvalId);
     const decided = await ask(invoice.invoice, again);
     expect(decided.structuredContent).toMatchObject({
       status: 'approved',

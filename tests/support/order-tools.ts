@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/client';
+import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
 /** Any MCP client's `callTool`, as an order's steps use it. */
 export type Caller = (name: string, args: Record<string, unknown>) => Promise<CallToolResult>;
@@ -49,5 +49,43 @@ export async function orderTools(callTool: Caller) {
         approvalId,
       });
     },
+  };
+}
+
+/** A tool result of a 2026-07-28 call that may be an input round (`input_required`). */
+export type Round = CallToolResult & {
+  resultType?: string;
+  requestState?: string;
+  inputRequests?: Record<string, { params?: { url?: string } }>;
+};
+
+/**
+ * A v2 client pinned to 2026-07-28 on `url` with a bearer `token`, declaring URL elicitation and
+ * fulfilling its input rounds itself (it accepts every URL ask: the test approves in the windows).
+ */
+export async function connect2026Client(url: string, token: string, name: string): Promise<Client> {
+  const client = new Client(
+    { name, version: '1.0.0' },
+    {
+      versionNegotiation: { mode: { pin: '2026-07-28' } },
+      capabilities: { elicitation: { url: {} } },
+      inputRequired: { autoFulfill: false },
+    },
+  );
+  client.setRequestHandler('elicitation/create', () => ({ action: 'accept' }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+  );
+  return client;
+}
+
+/** What a retry after `round` carries: each URL ask accepted, and the round's request state. */
+export function retryOf(round: Round | undefined): Record<string, unknown> {
+  if (round === undefined) return {};
+  return {
+    inputResponses: Object.fromEntries(
+      Object.keys(round.inputRequests ?? {}).map((key) => [key, { action: 'accept' }]),
+    ),
+    requestState: round.requestState,
   };
 }
