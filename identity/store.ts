@@ -214,8 +214,8 @@ export interface ApprovalStore {
   ): Promise<boolean>;
   /**
    * Hands an order approved on the child's approval alone to the parent, in one compare-and-set:
-   * iff the request is `approved`, asked only the child, has no parent's approval and was never
-   * handed over, it becomes `pending` asking the child and the parent, the child's approval kept,
+   * iff the request is `approved` without the parent's approval (an approved request has every role
+   * it asks, so it asked only the child, and was never handed over: that asks the parent), it becomes `pending` asking the child and the parent, the child's approval kept,
    * with `handover` recorded; `false` otherwise. Of racing refusals of one request, one hands it over.
    */
   handToParent(approvalId: string, handover: ApprovalHandover): Promise<boolean>;

@@ -560,7 +560,8 @@ export function createPostgresIdentityStore(
             ),
           );
         }),
-      // One conditional UPDATE: approved on the child's approval alone and never handed over. A
+      // One conditional UPDATE: approved without the parent's approval, so on the child's alone (an
+      // approved request has every role it asks, and a handed-over one asks the parent). A
       // concurrent refusal waits for the row and re-checks on the committed one (now pending, handed
       // over), so it changes nothing; the waiters hear it through the decisions' channel.
       handToParent: (approvalId, handover) =>
@@ -570,8 +571,7 @@ export function createPostgresIdentityStore(
               notifyingDecision(
                 `UPDATE approvals SET status = 'pending', required_roles = '["child","parent"]', handover = $2,
                    updated_at = $3
-                 WHERE approval_id = $1 AND status = 'approved' AND required_roles::jsonb = '["child"]'::jsonb
-                   AND NOT (approvals::jsonb ? 'parent') AND handover IS NULL
+                 WHERE approval_id = $1 AND status = 'approved' AND NOT (approvals::jsonb ? 'parent')
                  RETURNING approval_id AS id`,
               ),
               [approvalId, handoverColumn(handover), handover.at],

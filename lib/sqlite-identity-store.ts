@@ -214,8 +214,9 @@ export function createSqliteIdentityStore(database: Database.Database): Identity
             }).changes === 1
           );
         }),
-      // One UPDATE: approved on the child's approval alone and never handed over, checked and moved
-      // under one write lock, so of racing refusals one hands it over.
+      // One UPDATE: approved without the parent's approval (so on the child's alone, and never handed
+      // over: a handed-over request asks the parent), checked and moved under one write lock, so of
+      // racing refusals one hands it over.
       handToParent: (approvalId, handover) =>
         guarded(
           'approvals.handToParent',
@@ -374,8 +375,7 @@ function prepareStatements(database: Database.Database) {
     handToParent: database.prepare(
       `UPDATE approvals SET status = 'pending', required_roles = '["child","parent"]', handover = @handover,
          updated_at = @now
-       WHERE approval_id = @approvalId AND status = 'approved' AND json(required_roles) = '["child"]'
-         AND json_type(approvals, '$.parent') IS NULL AND handover IS NULL`,
+       WHERE approval_id = @approvalId AND status = 'approved' AND json_type(approvals, '$.parent') IS NULL`,
     ),
 
     addMerchant: database.prepare(
