@@ -466,9 +466,12 @@ describe.skipIf(!postgresAvailable)('the PostgreSQL audit table', () => {
       await Promise.all(writers.map((writer) => writer.query('BEGIN')));
       await insert(writers[0]);
       let settled = false;
-      const second = insert(writers[1]).finally(() => {
+      const settle = () => {
         settled = true;
-      });
+      };
+      const second = insert(writers[1]);
+      // Handled at once: it is refused while the first commits, before the expectation below.
+      void second.then(settle, settle);
       // Commit the first once the second waits on its row (its trigger has run), or has finished.
       const waiting = `SELECT 1 FROM pg_stat_activity WHERE pid = ${pid} AND wait_event_type = 'Lock'`;
       while (!settled && (await writers[0].query(waiting)).rowCount === 0);

@@ -185,11 +185,12 @@ describe.skipIf(!postgresAvailable)('npm run household -- move-to-postgres', () 
     try {
       await starting.query('SELECT pg_advisory_lock($1::bigint)', [migrationLockKey]);
       let settled = false;
-      const moving = moveHouseholdToPostgres({ sqlitePath, checkpointsPath: join(dataDir, 'none.jsonl'), url }).finally(
-        () => {
-          settled = true;
-        },
-      );
+      const settle = () => {
+        settled = true;
+      };
+      const moving = moveHouseholdToPostgres({ sqlitePath, checkpointsPath: join(dataDir, 'none.jsonl'), url });
+      // Handled at once: it is refused while the lock is given back, before the expectation below.
+      void moving.then(settle, settle);
       const waiting = `SELECT 1 FROM pg_stat_activity
         WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`;
       while (!settled && (await starting.query(waiting)).rowCount === 0);
