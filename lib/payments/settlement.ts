@@ -234,24 +234,21 @@ export function createSettlement(options: SettlementOptions): Settlement {
       );
       return undefined;
     }
+    const cause =
+      held.reason === 'revoked' ? 'revoked' : held.reason === 'over-budget' ? 'budget-spent' : 'not-covered';
     const why =
-      held.reason === 'revoked'
-        ? 'the parent revoked the allowance'
-        : held.reason === 'over-budget'
-          ? "the allowance's budget for this period is spent"
-          : held.reason === 'not-covered'
-            ? held.detail
-            : 'the allowance is unknown';
-    emit('allowance-refused', 'deny', `not charged: ${why}`, {
-      invoiceId: record.invoiceId,
-      approvalId: record.approvalId,
-    });
-    return handToParent(record, {
-      cause: held.reason === 'revoked' ? 'revoked' : held.reason === 'over-budget' ? 'budget-spent' : 'not-covered',
+      cause !== 'not-covered'
+        ? handoverWhy[cause]
+        : held.reason === 'not-covered'
+          ? held.detail
+          : 'the allowance is unknown';
+    const handed = await handToParent(record, {
+      cause,
       allowanceId: cover.allowanceId,
       ...(held.period === undefined ? {} : { period: held.period }),
       why,
     });
+    return handed ?? { status: 'refused', reason: `${why}; the parent must approve this order` };
   }
 
   /**
@@ -266,10 +263,12 @@ export function createSettlement(options: SettlementOptions): Settlement {
   }
 
   /**
-   * The order the allowance no longer covers goes to the parent: the same approval request, once
-   * (of racing refusals the store's compare-and-set lets one hand it over), keeping the child's
-   * approval and the invoice's expiry. It is never charged on the child's approval alone: until the
-   * parent approved, every charge of it is answered `waiting` (or refused) before the rail.
+   * The order the allowance no longer covers goes to the parent: the refusal is recorded, and the
+   * same approval request handed over once (of racing refusals the store's compare-and-set lets one
+   * hand it over), keeping the child's approval and the invoice's expiry. It is never charged on
+   * the child's approval alone: until the parent approved, every charge of it is answered `waiting`
+   * (or refused) before the rail. `undefined`, and nothing recorded, for an order paid or being
+   * paid (its own hold counted in the spend that refused it: a retry racing its charge).
    */
   async function handToParent(
     record: { readonly approvalId: string; readonly invoiceId: string },
@@ -279,11 +278,12 @@ export function createSettlement(options: SettlementOptions): Settlement {
       readonly period?: 'day' | 'week';
       readonly why: string;
     },
-  ): Promise<SettlementOutcome> {
+  ): Promise<SettlementOutcome | undefined> {
     const { approvalId, invoiceId } = record;
     const { why, ...handover } = refusal;
     const refused: SettlementOutcome = { status: 'refused', reason: `${why}; the parent must approve this order` };
-    if (await paidOrPaying(invoiceId)) return refused;
+    if (await paidOrPaying(invoiceId)) return undefined;
+    emit('allowance-refused', 'deny', `not charged: ${why}`, { invoiceId, approvalId });
     const handed = await approvals.handToParent({ approvalId, ...handover });
     // The loser of a race reads the winner's hand-over: it waits for the parent all the same.
     const now = handed.ok ? handed.record : await household.store.approvals.get(approvalId);
@@ -370,14 +370,8 @@ export function createSettlement(options: SettlementOptions): Settlement {
         totalCents: record.totalCents,
       });
       if (cover.status !== 'not-covered') return undefined;
-      // 4. Paid or being paid (its own hold counted in that spend: a retry racing its charge): the
-      //    policy and the charge answer it with its payment, as any charge asked again.
-      if (await paidOrPaying(invoiceId)) return undefined;
-      emit('allowance-refused', 'deny', `not charged: ${cover.reason}`, {
-        invoiceId,
-        approvalId: record.approvalId,
-      });
-      // 5. Handed over (handToParent reads paid-or-paying again, for a charge that began meanwhile).
+      // 4. Handed over; but an order paid or being paid goes on, and the policy and the charge
+      //    answer it with its payment, as any charge asked again.
       return handToParent(record, {
         cause: cover.cause,
         allowanceId: cover.allowanceId,
