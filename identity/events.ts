@@ -1,4 +1,4 @@
-import type { Role } from './store';
+import type { ApprovalHandoverCause, Role } from './store';
 
 /**
  * What identity reports as it decides (SPEC §8 live log). No event carries a secret: never a code,
@@ -36,7 +36,7 @@ export type IdentityEvent =
       readonly kind: 'approval-handed-over';
       readonly approvalId: string;
       readonly invoiceId: string;
-      readonly cause: 'budget-spent' | 'revoked' | 'not-covered';
+      readonly cause: ApprovalHandoverCause;
       readonly allowanceId: string;
     }
   | {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages/messages';
+import type { WaitOutcome } from '../../identity/index';
 import { decisionMessage, type TurnEnd } from './offline-planner';
 import { awaitApproval, chargeWaitsForApproval, runTool, type TurnContext } from './tool-runner';
 
@@ -94,13 +95,7 @@ async function rounds(context: TurnContext, tools: Tool[], options: ClaudeTurnOp
       ) {
         // Waiting on the household: if this instance dies, another finishes the order without the model.
         await context.resumable?.({ kind: 'order', approvalId });
-        const decision = await awaitApproval(context, approvalId);
-        content.push({
-          type: 'text',
-          text: `The household's decision (the same shape await_approval returns): ${JSON.stringify(decision)}${
-            decision.status === 'approved' ? '' : `\n${decisionMessage(decision)}`
-          }`,
-        });
+        content.push({ type: 'text', text: decisionText(await awaitApproval(context, approvalId)) });
       }
       // A charge the allowance no longer covers was handed to the parent: the loop waits as for any approval.
       const handedBack = use.name === 'call_tool' && args.tool_name === 'payments__charge_invoice';
@@ -109,11 +104,11 @@ async function rounds(context: TurnContext, tools: Tool[], options: ClaudeTurnOp
         const decision = await awaitApproval(context, waiting.approvalId);
         content.push({
           type: 'text',
-          text: `The household's decision (the same shape await_approval returns): ${JSON.stringify(decision)}${
-            decision.status === 'approved'
-              ? '\nApproved: make exactly the same payments__charge_invoice call again, once, with the same arguments.'
-              : `\n${decisionMessage(decision)} Do not charge it again.`
-          }`,
+          text: decisionText(decision, {
+            approved:
+              'Approved: make exactly the same payments__charge_invoice call again, once, with the same arguments.',
+            otherwise: 'Do not charge it again.',
+          }),
         });
       }
       if (use.name === 'call_tool' && args.tool_name === 'record_fulfillment' && !outcome.isError) {
@@ -192,4 +187,18 @@ function trim(history: MessageParam[]): void {
 
 function isPlainUser(message: MessageParam): boolean {
   return typeof message.content === 'string' || message.content.every((block) => block.type === 'text');
+}
+
+/** What the model is told of the household's decision, and what to do next (`then`) either way. */
+function decisionText(
+  decision: WaitOutcome,
+  then: { readonly approved?: string; readonly otherwise?: string } = {},
+): string {
+  const next =
+    decision.status === 'approved'
+      ? then.approved
+      : [decisionMessage(decision), then.otherwise].filter((part) => part !== undefined).join(' ');
+  return `The household's decision (the same shape await_approval returns): ${JSON.stringify(decision)}${
+    next === undefined ? '' : `\n${next}`
+  }`;
 }
