@@ -17,15 +17,17 @@ export function formatCountdown(milliseconds: number): string {
 /** What the household calls its members (the parent sets them); a member without a name is absent. */
 export type MemberNames = Readonly<Partial<Record<'child' | 'parent', string>>>;
 
-/**
- * Why an order approved on the parent's allowance alone asks the parent after all (an approval's
- * `handover`): "the allowance's budget for today was spent by another order", "the allowance was
- * revoked", "the allowance stopped covering it".
- */
-export function handoverReason(handover: {
+/** Why an order approved on the parent's allowance alone was handed to the parent at the charge. */
+export interface Handover {
   readonly cause: 'budget-spent' | 'revoked' | 'not-covered';
   readonly period?: 'day' | 'week';
-}): string {
+}
+
+/**
+ * Why a handed-over order asks the parent after all: "the allowance's budget for today was spent
+ * by another order", "the allowance was revoked", "the allowance stopped covering it".
+ */
+export function handoverReason(handover: Handover): string {
   switch (handover.cause) {
     case 'budget-spent':
       return `the allowance's budget for ${handover.period === 'week' ? 'this week' : 'today'} was spent by another order`;
@@ -34,6 +36,11 @@ export function handoverReason(handover: {
     case 'not-covered':
       return 'the allowance stopped covering it';
   }
+}
+
+/** What the chat's card and the child's window say of a handed-over order. */
+export function handedOverNotice(handover: Handover, parent: string | undefined): string {
+  return `Not paid: ${handoverReason(handover)} before it was paid, so ${parent ?? 'the parent'} must approve it too. Nothing was charged.`;
 }
 
 /** `child` → `child's`, for "waiting for the child's passkey". */

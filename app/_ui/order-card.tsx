@@ -1,7 +1,7 @@
 'use client';
 
 import type { ApprovalEvent, OrderEvent, ReceiptEvent } from './chat-model';
-import { formatCountdown, formatMoney, handoverReason, possessive, showSignedText } from './format';
+import { formatCountdown, formatMoney, handedOverNotice, possessive, showSignedText } from './format';
 import { SignedTerms } from './signed-terms';
 import { SignedText } from './signed-text';
 import { useNow } from './use-now';
@@ -119,10 +119,7 @@ function OrderStatus({
       return (
         <ul className="mt-2 space-y-1">
           {approval.handover !== undefined && (
-            <li className="text-slate-800">
-              Not paid: {handoverReason(approval.handover)} before it was paid, so{' '}
-              {approval.members?.parent ?? 'the parent'} must approve it too. Nothing was charged.
-            </li>
+            <li className="text-slate-800">{handedOverNotice(approval.handover, approval.members?.parent)}</li>
           )}
           {stillNeeded.map((role) => (
             <li key={role} className="text-slate-800">

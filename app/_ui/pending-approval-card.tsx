@@ -1,6 +1,14 @@
 'use client';
 
-import { formatCountdown, formatMoney, handoverReason, type MemberNames, showSignedText } from './format';
+import {
+  formatCountdown,
+  formatMoney,
+  type Handover,
+  handedOverNotice,
+  handoverReason,
+  type MemberNames,
+  showSignedText,
+} from './format';
 import { SignedTerms } from './signed-terms';
 import { hasHiddenCharacters, SignedText } from './signed-text';
 import { useNow } from './use-now';
@@ -27,7 +35,7 @@ export interface PendingApproval {
   /** What the household calls its members (set in the parent's window). */
   readonly members?: MemberNames;
   /** Approved on the parent's allowance alone, which no longer covered it at the charge: it asks the parent now. */
-  readonly handover?: { readonly cause: 'budget-spent' | 'revoked' | 'not-covered'; readonly period?: 'day' | 'week' };
+  readonly handover?: Handover;
 }
 
 /**
@@ -120,7 +128,7 @@ export function PendingApprovalCard({
         <p role="note" className="mt-3 rounded-lg bg-sky-50 p-2 text-sm text-sky-950">
           {role === 'parent'
             ? `${members.child ?? 'Your child'} approved this under your allowance, but ${handoverReason(approval.handover)} before it was paid. Nothing was charged: it needs your passkey now.`
-            : `Not paid: ${handoverReason(approval.handover)} before it was paid, so ${members.parent ?? 'the parent'} must approve it too. Nothing was charged.`}
+            : handedOverNotice(approval.handover, members.parent)}
         </p>
       )}
       {hidden && (
